@@ -1,0 +1,109 @@
+"""Chat routes: one turn (`POST /api/chat/send`, JSON or SSE) and cancel."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Annotated
+
+from fastapi import APIRouter, Header
+from fastapi.responses import JSONResponse, StreamingResponse
+
+from backend.api.deps import ServicesDep, TenantDep
+from backend.api.errors import error_response
+from backend.api.schemas import (
+    CancelResponse,
+    ErrorBody,
+    SendRequest,
+    SendResponse,
+    ToolCallPublic,
+    UsagePublic,
+)
+from backend.api.sse import encode_event
+from backend.api.user_input import to_user_input
+from backend.chat.turn import TurnHandle, TurnRequest
+from backend.domain.events import TurnFailed
+
+router = APIRouter(prefix="/api/chat", tags=["chat"])
+
+IdempotencyKey = Annotated[str | None, Header(alias="Idempotency-Key", max_length=200)]
+
+
+@router.post(
+    "/send",
+    response_model=SendResponse,
+    responses={
+        200: {"content": {"text/event-stream": {}}, "description": "JSON, or SSE with stream"},
+        404: {"model": ErrorBody},
+        422: {"model": ErrorBody},
+        502: {"model": ErrorBody},
+    },
+)
+async def send(
+    body: SendRequest,
+    services: ServicesDep,
+    tenant_id: TenantDep,
+    idempotency_key: IdempotencyKey = None,
+) -> SendResponse | StreamingResponse | JSONResponse:
+    user_input = to_user_input(body.message, max_chars=services.settings.server.max_message_chars)
+    if body.session_id is None:
+        session = await services.sessions.create(tenant_id=tenant_id, channel="api")
+    else:
+        session = await services.sessions.get(tenant_id=tenant_id, session_id=body.session_id)
+    handle = services.turns.start(
+        TurnRequest(
+            tenant_id=tenant_id,
+            session_id=session.id,
+            user_input=user_input,
+            idempotency_key=idempotency_key,
+        )
+    )
+    if body.stream:
+        return StreamingResponse(
+            _event_stream(handle),
+            media_type="text/event-stream",
+            headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
+        )
+    end = await handle.result()
+    if isinstance(end, TurnFailed):
+        headers = {"Retry-After": str(round(end.retry_after))} if end.retry_after else None
+        return error_response(end.status, end.code, end.message, headers)
+    return SendResponse(
+        session_id=end.session_id,
+        turn_id=end.turn_id,
+        reply=end.reply,
+        user_message_id=end.user_message_id,
+        assistant_message_id=end.assistant_message_id,
+        tool_calls=[
+            ToolCallPublic(
+                tool_call_id=c.tool_call_id,
+                tool_name=c.tool_name,
+                arguments=c.arguments,
+                result=c.result,
+                is_error=c.is_error,
+                duration_ms=c.duration_ms,
+            )
+            for c in end.tool_calls
+        ],
+        usage=UsagePublic(
+            prompt_tokens=end.usage.prompt_tokens, completion_tokens=end.usage.completion_tokens
+        ),
+    )
+
+
+async def _event_stream(handle: TurnHandle) -> AsyncIterator[bytes]:
+    is_finished = False
+    try:
+        async for event in handle.events():
+            yield encode_event(event)
+        is_finished = True
+    finally:
+        if not is_finished:  # the client went away: stop the model call
+            handle.cancel()
+
+
+@router.post("/sessions/{session_id}/cancel")
+async def cancel(session_id: str, services: ServicesDep, tenant_id: TenantDep) -> CancelResponse:
+    await services.sessions.get(tenant_id=tenant_id, session_id=session_id)
+    return CancelResponse(
+        cancelled=services.turns.cancel(tenant_id=tenant_id, session_id=session_id)
+    )

@@ -1,0 +1,65 @@
+"""Errors become HTTP responses here, and only here: `{"error": {"code", "message"}}`."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from backend.errors import TallyError
+
+log = logging.getLogger(__name__)
+
+HTTP_CODES = {
+    400: "invalid_request",
+    401: "unauthorized",
+    404: "not_found",
+    405: "method_not_allowed",
+    413: "payload_too_large",
+    415: "unsupported_media_type",
+}
+
+
+def error_response(
+    status: int, code: str, message: str, headers: dict[str, str] | None = None
+) -> JSONResponse:
+    return JSONResponse(
+        {"error": {"code": code, "message": message}}, status_code=status, headers=headers
+    )
+
+
+def install_error_handlers(app: FastAPI) -> None:
+    app.add_exception_handler(TallyError, _tally_error)
+    app.add_exception_handler(RequestValidationError, _validation_error)
+    app.add_exception_handler(StarletteHTTPException, _http_error)
+
+
+async def _tally_error(_request: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, TallyError)
+    headers = None
+    retry_after = getattr(exc, "retry_after", None)
+    if retry_after is not None:
+        headers = {"Retry-After": str(max(1, round(retry_after)))}
+    return error_response(exc.status, exc.code, exc.message, headers)
+
+
+async def _validation_error(_request: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, RequestValidationError)
+    problems = [_describe(error) for error in exc.errors()[:5]]
+    return error_response(422, "invalid_request", "; ".join(problems) or "invalid request")
+
+
+def _describe(error: Any) -> str:
+    location = ".".join(str(part) for part in error.get("loc", ()) if part != "body")
+    message = str(error.get("msg", "invalid"))
+    return f"{location}: {message}" if location else message
+
+
+async def _http_error(_request: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, StarletteHTTPException)
+    code = HTTP_CODES.get(exc.status_code, "http_error")
+    return error_response(exc.status_code, code, str(exc.detail), dict(exc.headers or {}))

@@ -1,0 +1,142 @@
+"""Request and response bodies of the HTTP API (separate create, update and public shapes)."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+Title = Annotated[str, Field(max_length=200)]
+
+
+class Body(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class SessionCreate(Body):
+    title: Title = ""
+    channel: Literal["web", "api"] = "api"
+
+
+class SessionUpdate(Body):
+    title: Title
+
+
+class SummaryUpdate(Body):
+    summary: Annotated[str, Field(max_length=50_000)]
+
+
+class SessionPublic(BaseModel):
+    id: str
+    title: str
+    channel: str
+    summary: str
+    window_start_id: int
+    created_at: datetime
+    updated_at: datetime
+
+
+class SessionList(BaseModel):
+    sessions: list[SessionPublic]
+    total: int
+
+
+class TextPartIn(Body):
+    type: Literal["text"]
+    text: str
+
+
+class ImagePartIn(Body):
+    type: Literal["image"]
+    media_type: Literal["image/png", "image/jpeg", "image/gif", "image/webp"]
+    data: str = Field(description="base64-encoded image bytes")
+
+
+ContentPartIn = Annotated[TextPartIn | ImagePartIn, Field(discriminator="type")]
+
+
+class SendRequest(Body):
+    session_id: str | None = None
+    message: str | list[ContentPartIn]
+    stream: bool = False
+
+
+class ImagePublic(BaseModel):
+    media_type: str
+    data: str
+
+
+class MessagePublic(BaseModel):
+    id: int
+    role: Literal["user", "assistant"]
+    content: str
+    turn_id: str
+    status: Literal["complete", "incomplete"]
+    created_at: datetime
+    images: list[ImagePublic] = []
+    is_archived: bool = False
+
+
+class MessageList(BaseModel):
+    messages: list[MessagePublic]
+    window_start_id: int
+    has_more: bool
+
+
+class ToolCallPublic(BaseModel):
+    tool_call_id: str
+    tool_name: str
+    arguments: dict[str, object]
+    result: str
+    is_error: bool
+    duration_ms: int
+
+
+class ToolConversationPublic(ToolCallPublic):
+    id: int
+    message_id: int | None
+    turn_id: str
+    user_message: str
+    timestamp: datetime
+
+
+class ToolConversationList(BaseModel):
+    tool_conversations: list[ToolConversationPublic]
+
+
+class UsagePublic(BaseModel):
+    prompt_tokens: int
+    completion_tokens: int
+
+
+class SendResponse(BaseModel):
+    session_id: str
+    turn_id: str
+    reply: str
+    user_message_id: int
+    assistant_message_id: int
+    tool_calls: list[ToolCallPublic]
+    usage: UsagePublic
+
+
+class CancelResponse(BaseModel):
+    cancelled: bool
+
+
+class HealthPublic(BaseModel):
+    status: Literal["ok", "degraded"]
+    database: Literal["ok", "unavailable"]
+    provider: str
+    model: str
+    is_demo: bool
+    notice: str | None = None
+
+
+class ErrorDetail(BaseModel):
+    code: str
+    message: str
+
+
+class ErrorBody(BaseModel):
+    error: ErrorDetail

@@ -1,0 +1,51 @@
+"""Turn events as Server-Sent Events: `event: <name>` and a JSON `data:` line."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import asdict
+from typing import Any
+
+from backend.domain.events import (
+    Compacted,
+    RetryScheduled,
+    TextDelta,
+    ThinkingDelta,
+    ToolFinished,
+    ToolStarted,
+    TurnCompleted,
+    TurnEvent,
+    TurnFailed,
+    TurnStarted,
+)
+
+
+def _tool_call(event: Any) -> dict[str, object]:
+    call = event.call
+    return {"tool_call_id": call.id, "tool_name": call.name, "arguments": call.arguments}
+
+
+def _failed(event: Any) -> dict[str, object]:
+    payload = asdict(event)
+    payload.pop("status")
+    return payload
+
+
+EVENT_NAMES: dict[type, tuple[str, Callable[[Any], dict[str, object]]]] = {
+    TurnStarted: ("turn.started", asdict),
+    TextDelta: ("text.delta", asdict),
+    ThinkingDelta: ("thinking.delta", asdict),
+    ToolStarted: ("tool.call", _tool_call),
+    ToolFinished: ("tool.result", asdict),
+    Compacted: ("compaction", asdict),
+    RetryScheduled: ("retry", asdict),
+    TurnFailed: ("error", _failed),
+    TurnCompleted: ("turn.completed", asdict),
+}
+
+
+def encode_event(event: TurnEvent) -> bytes:
+    name, to_payload = EVENT_NAMES[type(event)]
+    data = json.dumps(to_payload(event), ensure_ascii=False, separators=(",", ":"))
+    return f"event: {name}\ndata: {data}\n\n".encode()

@@ -1,0 +1,115 @@
+"""The tool loop: call the model, run the tools it asks for, feed results back, repeat.
+
+Intermediate assistant tool-call messages and tool results exist only in the request built
+during this turn; each executed call is handed to `record` as soon as it finishes, so it is
+stored even if the turn fails later.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass, field
+
+from backend.domain.events import (
+    Finished,
+    RetryScheduled,
+    TextDelta,
+    ThinkingDelta,
+    ToolCallRecord,
+    ToolCallRequested,
+    ToolFinished,
+    ToolStarted,
+    TurnEvent,
+    UsageReported,
+)
+from backend.domain.messages import ToolCall, Usage
+from backend.domain.requests import ChatRequest, RequestMessage
+from backend.providers.base import ChatProvider
+from backend.tools.base import ToolContext
+from backend.tools.registry import ToolRegistry
+
+FINAL_ANSWER_NOTE = (
+    "You have used all the tool calls allowed for this message. "
+    "Answer now with what you know, without calling tools."
+)
+
+
+@dataclass(slots=True)
+class LoopOutcome:
+    """What the loop produced so far; complete once the final answer arrived."""
+
+    reply_parts: list[str] = field(default_factory=list)
+    usage: Usage = field(default_factory=Usage)
+    tool_calls: list[ToolCallRecord] = field(default_factory=list)
+    is_complete: bool = False
+
+    @property
+    def reply(self) -> str:
+        return "\n\n".join(part for part in self.reply_parts if part.strip())
+
+
+async def run_tool_loop(
+    provider: ChatProvider,
+    request: ChatRequest,
+    *,
+    tools: ToolRegistry,
+    context: ToolContext,
+    max_iterations: int,
+    record: Callable[[ToolCallRecord], Awaitable[None]],
+    outcome: LoopOutcome,
+) -> AsyncIterator[TurnEvent]:
+    """Stream the turn's events, filling `outcome` as it goes."""
+    messages = list(request.messages)
+    for iteration in range(max_iterations + 1):
+        is_last = iteration == max_iterations
+        step_request = dataclasses.replace(
+            request,
+            messages=tuple(messages),
+            # Tools stay declared (Anthropic requires it once tool blocks are in the history);
+            # the last call only forbids using them.
+            tool_choice="none" if is_last else request.tool_choice,
+            system=request.system + ("\n" + FINAL_ANSWER_NOTE if is_last else ""),
+        )
+        text: list[str] = []
+        calls: list[ToolCall] = []
+        outcome.reply_parts.append("")
+        async for event in provider.stream(step_request):
+            if isinstance(event, TextDelta):
+                text.append(event.text)
+                outcome.reply_parts[-1] += event.text
+                yield event
+            elif isinstance(event, ThinkingDelta | RetryScheduled):
+                yield event
+            elif isinstance(event, ToolCallRequested):
+                calls.append(event.call)
+            elif isinstance(event, UsageReported):
+                outcome.usage.add(event.usage)
+            elif isinstance(event, Finished):
+                break
+        if not calls:
+            outcome.is_complete = True
+            return
+        messages.append(
+            RequestMessage(role="assistant", content="".join(text), tool_calls=tuple(calls))
+        )
+        for call in calls:
+            yield ToolStarted(call=call)
+            result = await tools.execute(call, context)
+            await record(result)
+            outcome.tool_calls.append(result)
+            yield ToolFinished(
+                tool_call_id=result.tool_call_id,
+                tool_name=result.tool_name,
+                result=result.result,
+                is_error=result.is_error,
+                duration_ms=result.duration_ms,
+            )
+            messages.append(
+                RequestMessage(
+                    role="tool",
+                    content=result.result,
+                    tool_call_id=call.id,
+                    is_error=result.is_error,
+                )
+            )

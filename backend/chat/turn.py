@@ -1,0 +1,335 @@
+"""One chat turn (DESIGN §4): serialize, store the user message, compile, loop, store the reply.
+
+Invariants: the user message is committed before the model is called; only the final reply is
+stored as an assistant message, `incomplete` when the turn did not finish; an error is never
+stored as a message; every turn ends with exactly one `TurnCompleted` or `TurnFailed`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+from backend.chat.compiler import ModelLimits, compile_request
+from backend.chat.prompts import PromptRenderer
+from backend.chat.tool_loop import LoopOutcome, run_tool_loop
+from backend.chat.turn_lock import SessionLocks
+from backend.domain.events import (
+    ToolCallRecord,
+    TurnCompleted,
+    TurnEvent,
+    TurnFailed,
+    TurnStarted,
+)
+from backend.domain.ids import new_turn_id
+from backend.domain.messages import Session, StoredMessage, Usage, UserInput
+from backend.errors import EmptyReply, TallyError, TurnCancelled
+from backend.providers.base import ChatProvider
+from backend.settings import PersonaSettings
+from backend.storage.messages import MessageRepository
+from backend.storage.sessions import SessionRepository
+from backend.storage.tool_conversations import ToolConversationRepository
+from backend.tools.base import ToolContext
+from backend.tools.registry import ToolRegistry
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class TurnRequest:
+    tenant_id: str
+    session_id: str
+    user_input: UserInput
+    idempotency_key: str | None = None
+
+
+class TurnHandle:
+    """A running turn: its events, in order, and a way to cancel it."""
+
+    def __init__(self, request: TurnRequest) -> None:
+        self.request = request
+        self.turn_id = new_turn_id()
+        self._queue: asyncio.Queue[TurnEvent] = asyncio.Queue()
+        self._llm_task: asyncio.Task[None] | None = None
+        self.is_cancel_requested = False
+
+    def emit(self, event: TurnEvent) -> None:
+        self._queue.put_nowait(event)
+
+    def cancel(self) -> None:
+        self.is_cancel_requested = True
+        if self._llm_task is not None:
+            self._llm_task.cancel()
+
+    async def events(self) -> AsyncIterator[TurnEvent]:
+        while True:
+            event = await self._queue.get()
+            yield event
+            if isinstance(event, TurnCompleted | TurnFailed):
+                return
+
+    async def result(self) -> TurnCompleted | TurnFailed:
+        async for event in self.events():
+            if isinstance(event, TurnCompleted | TurnFailed):
+                return event
+        raise AssertionError("a turn always ends with TurnCompleted or TurnFailed")
+
+
+@dataclass(frozen=True, slots=True)
+class TurnSettings:
+    persona: PersonaSettings
+    model: ModelLimits
+    max_tool_iterations: int
+
+
+class TurnRunner:
+    def __init__(
+        self,
+        *,
+        sessions: SessionRepository,
+        messages: MessageRepository,
+        tool_conversations: ToolConversationRepository,
+        locks: SessionLocks,
+        provider: ChatProvider,
+        prompts: PromptRenderer,
+        tools: ToolRegistry,
+        settings: TurnSettings,
+        clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+    ) -> None:
+        self._sessions = sessions
+        self._messages = messages
+        self._tool_conversations = tool_conversations
+        self._locks = locks
+        self._provider = provider
+        self._prompts = prompts
+        self._tools = tools
+        self._settings = settings
+        self._clock = clock
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._running: dict[tuple[str, str], TurnHandle] = {}
+
+    def start(self, request: TurnRequest) -> TurnHandle:
+        handle = TurnHandle(request)
+        task = asyncio.create_task(self._run(handle), name=f"turn {handle.turn_id}")
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+        return handle
+
+    def cancel(self, *, tenant_id: str, session_id: str) -> bool:
+        """Cancel the turn in flight in a session; False when there is none."""
+        handle = self._running.get((tenant_id, session_id))
+        if handle is None:
+            return False
+        handle.cancel()
+        return True
+
+    async def aclose(self) -> None:
+        for task in self._tasks:
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+
+    async def _run(self, handle: TurnHandle) -> None:
+        request = handle.request
+        key = (request.tenant_id, request.session_id)
+        try:
+            async with self._locks.hold(tenant_id=key[0], session_id=key[1]):
+                self._running[key] = handle
+                try:
+                    await self._run_locked(handle)
+                finally:
+                    self._running.pop(key, None)
+        except TallyError as exc:
+            handle.emit(TurnFailed(code=exc.code, message=exc.message, status=exc.status))
+        except asyncio.CancelledError:
+            handle.emit(TurnFailed("shutting_down", "the server is stopping", status=503))
+            raise
+        except Exception:
+            log.exception("turn %s failed (tenant %s, session %s)", handle.turn_id, *key)
+            handle.emit(TurnFailed("internal_error", "the turn failed unexpectedly", status=500))
+
+    async def _run_locked(self, handle: TurnHandle) -> None:
+        request = handle.request
+        session = await self._sessions.get(
+            tenant_id=request.tenant_id, session_id=request.session_id
+        )
+        user_message = await self._store_user_message(handle, session)
+        if user_message is None:
+            return  # an idempotent replay: already answered
+        handle.emit(
+            TurnStarted(
+                session_id=session.id, turn_id=handle.turn_id, user_message_id=user_message.id
+            )
+        )
+        if handle.is_cancel_requested:
+            raise TurnCancelled("the turn was cancelled before the model was called")
+        outcome = LoopOutcome()
+        error = await self._call_model(handle, session, user_message, outcome)
+        await self._finish(handle, session, user_message, outcome, error)
+
+    async def _store_user_message(
+        self, handle: TurnHandle, session: Session
+    ) -> StoredMessage | None:
+        request = handle.request
+        if request.idempotency_key:
+            earlier = await self._messages.by_idempotency_key(
+                tenant_id=request.tenant_id,
+                session_id=session.id,
+                idempotency_key=request.idempotency_key,
+            )
+            if earlier:
+                return self._replay(handle, earlier)
+        return await self._messages.add_user(
+            tenant_id=request.tenant_id,
+            session_id=session.id,
+            turn_id=handle.turn_id,
+            user_input=request.user_input,
+            idempotency_key=request.idempotency_key,
+        )
+
+    def _replay(self, handle: TurnHandle, earlier: list[StoredMessage]) -> StoredMessage | None:
+        """A retried request: answer with the stored reply, or resume the unanswered turn."""
+        user_message, replies = earlier[0], [m for m in earlier if m.role == "assistant"]
+        handle.turn_id = user_message.turn_id
+        if not replies or replies[-1].status != "complete":
+            return user_message
+        reply = replies[-1]
+        handle.emit(TurnStarted(user_message.session_id, handle.turn_id, user_message.id))
+        handle.emit(
+            TurnCompleted(
+                session_id=user_message.session_id,
+                turn_id=handle.turn_id,
+                user_message_id=user_message.id,
+                assistant_message_id=reply.id,
+                reply=reply.content,
+                usage=Usage(),
+            )
+        )
+        return None
+
+    async def _call_model(
+        self,
+        handle: TurnHandle,
+        session: Session,
+        user_message: StoredMessage,
+        outcome: LoopOutcome,
+    ) -> TallyError | None:
+        """Run the tool loop as a cancellable subtask; return the error that ended it, if any."""
+        request = handle.request
+        settings = self._settings
+        limit = settings.persona.max_history_messages
+        window = await self._messages.window(
+            tenant_id=request.tenant_id,
+            session_id=session.id,
+            start_id=session.window_start_id,
+            limit=None if limit < 0 else limit + 1,
+        )
+        system = self._prompts.render(
+            settings.persona.system_template,
+            persona=settings.persona,
+            now=self._clock().isoformat(timespec="seconds"),
+            channel=session.channel,
+            model=settings.model.name,
+            tools=[spec.name for spec in self._tools.specs],
+            memory=[],
+            summary=session.summary,
+        )
+        chat_request = compile_request(
+            system=system, window=window, tools=self._tools.specs, model=settings.model
+        )
+        context = ToolContext(request.tenant_id, session.id, handle.turn_id, session.user_key)
+
+        async def record(call: ToolCallRecord) -> None:
+            await self._tool_conversations.add(
+                tenant_id=request.tenant_id,
+                session_id=session.id,
+                turn_id=handle.turn_id,
+                record=call,
+                user_message=user_message.content,
+            )
+
+        async def stream() -> None:
+            async for event in run_tool_loop(
+                self._provider,
+                chat_request,
+                tools=self._tools,
+                context=context,
+                max_iterations=settings.max_tool_iterations,
+                record=record,
+                outcome=outcome,
+            ):
+                handle.emit(event)
+
+        handle._llm_task = asyncio.create_task(stream())
+        try:
+            await handle._llm_task
+        except TallyError as exc:
+            return exc
+        except asyncio.CancelledError:
+            current = asyncio.current_task()
+            if current is not None and current.cancelling():
+                raise  # the server is stopping, not the user
+            return TurnCancelled("the turn was cancelled")
+        finally:
+            handle._llm_task = None
+        return None
+
+    async def _finish(
+        self,
+        handle: TurnHandle,
+        session: Session,
+        user_message: StoredMessage,
+        outcome: LoopOutcome,
+        error: TallyError | None,
+    ) -> None:
+        request = handle.request
+        reply = outcome.reply
+        if error is None and outcome.is_complete and reply:
+            stored = await self._messages.add_reply(
+                tenant_id=request.tenant_id,
+                session_id=session.id,
+                turn_id=handle.turn_id,
+                content=reply,
+                status="complete",
+            )
+            handle.emit(
+                TurnCompleted(
+                    session_id=session.id,
+                    turn_id=handle.turn_id,
+                    user_message_id=user_message.id,
+                    assistant_message_id=stored.id,
+                    reply=reply,
+                    usage=outcome.usage,
+                    tool_calls=tuple(outcome.tool_calls),
+                )
+            )
+            return
+        failure = error or EmptyReply("model", "the model stopped without a reply")
+        incomplete_id = None
+        if reply.strip():  # the user saw these words: keep them, marked incomplete
+            stored = await self._messages.add_reply(
+                tenant_id=request.tenant_id,
+                session_id=session.id,
+                turn_id=handle.turn_id,
+                content=reply,
+                status="incomplete",
+            )
+            incomplete_id = stored.id
+        log.warning(
+            "turn %s ended with %s (tenant %s, session %s)",
+            handle.turn_id,
+            failure.code,
+            request.tenant_id,
+            session.id,
+        )
+        handle.emit(
+            TurnFailed(
+                code=failure.code,
+                message=failure.message,
+                status=failure.status,
+                retry_after=getattr(failure, "retry_after", None),
+                incomplete_message_id=incomplete_id,
+            )
+        )

@@ -1,0 +1,131 @@
+"""`tally serve | chat | migrate | doctor | bench`."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import ipaddress
+import logging
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+from backend.errors import ConfigError
+from backend.settings import Settings, load_settings
+
+LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = _parser()
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format=LOG_FORMAT)
+    command: Callable[[argparse.Namespace], int] = args.command
+    try:
+        return command(args)
+    except ConfigError as exc:
+        print(f"tally: configuration error\n{exc.message}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="tally", description=__doc__)
+    parser.add_argument("--config", type=Path, help="config file (default: TALLY_CONFIG or config.yaml)")
+    commands = parser.add_subparsers(required=True, metavar="COMMAND")
+    serve = commands.add_parser("serve", help="run the HTTP server")
+    serve.add_argument("--host")
+    serve.add_argument("--port", type=int)
+    serve.add_argument(
+        "--insecure-public",
+        action="store_true",
+        help="listen beyond loopback although auth.mode is none (anyone can chat)",
+    )
+    serve.set_defaults(command=_serve)
+    chat = commands.add_parser("chat", help="chat in the terminal, tokens streamed as they come")
+    chat.add_argument("--session", help="continue this session id")
+    chat.set_defaults(command=_chat)
+    migrate = commands.add_parser("migrate", help="apply database migrations")
+    migrate.set_defaults(command=_migrate)
+    doctor = commands.add_parser("doctor", help="check config, database and provider")
+    doctor.add_argument("--offline", action="store_true", help="do not call the provider")
+    doctor.set_defaults(command=_doctor)
+    bench = commands.add_parser("bench", help="measure per-turn server overhead")
+    bench.add_argument("--quick", action="store_true", help="fewer turns, for a smoke run")
+    bench.set_defaults(command=_bench)
+    for sub in (serve, chat, migrate, doctor, bench):
+        sub.add_argument("--config", type=Path, default=argparse.SUPPRESS)
+    return parser
+
+
+def _settings(args: argparse.Namespace) -> Settings:
+    return load_settings(args.config)
+
+
+def _is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def _serve(args: argparse.Namespace) -> int:
+    import uvicorn
+
+    from backend.app import create_app
+
+    settings = _settings(args)
+    host = args.host or settings.server.host
+    port = settings.server.port if args.port is None else args.port
+    if settings.auth.mode == "none" and not _is_loopback(host) and not args.insecure_public:
+        print(
+            f"tally: refusing to listen on {host} with auth.mode: none (anyone could chat).\n"
+            "Listen on 127.0.0.1, or pass --insecure-public if you really mean it.",
+            file=sys.stderr,
+        )
+        return 2
+    app = create_app(settings)
+    logging.getLogger("tally").info("serving on http://%s:%s (database %s)", host, port,
+                                    settings.database.url.split("://")[0])
+    # One worker: SQLite's writers serialize in-process (see storage/database.py).
+    uvicorn.run(app, host=host, port=port, log_level="info", access_log=False)
+    return 0
+
+
+def _migrate(args: argparse.Namespace) -> int:
+    from backend.storage.database import Database
+    from backend.storage.migrate import migrate
+
+    settings = _settings(args)
+
+    async def run() -> None:
+        database = Database(settings.database.url)
+        try:
+            await migrate(database)
+        finally:
+            await database.dispose()
+
+    asyncio.run(run())
+    print("database is at the newest schema")
+    return 0
+
+
+def _chat(args: argparse.Namespace) -> int:
+    from backend.terminal_chat import run_terminal_chat
+
+    return asyncio.run(run_terminal_chat(_settings(args), session_id=args.session))
+
+
+def _doctor(args: argparse.Namespace) -> int:
+    from backend.doctor import run_doctor
+
+    return asyncio.run(run_doctor(args.config, is_offline=args.offline))
+
+
+def _bench(args: argparse.Namespace) -> int:
+    from backend.benchmark import run_benchmark
+
+    return run_benchmark(_settings(args), is_quick=args.quick)

@@ -1,0 +1,123 @@
+"""Events: what a provider streams, and what a turn streams to its client (SSE)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from backend.domain.messages import ToolCall, Usage
+
+# ---- provider events ------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class TextDelta:
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class ThinkingDelta:
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCallRequested:
+    call: ToolCall
+
+
+@dataclass(frozen=True, slots=True)
+class UsageReported:
+    usage: Usage
+
+
+@dataclass(frozen=True, slots=True)
+class Finished:
+    reason: str  # "stop", "tool_calls", "length", ...
+
+
+@dataclass(frozen=True, slots=True)
+class RetryScheduled:
+    """The provider call failed before any output and will be retried (or fall back)."""
+
+    attempt: int
+    delay_s: float
+    reason: str
+    provider: str
+
+
+ProviderEvent = (
+    TextDelta | ThinkingDelta | ToolCallRequested | UsageReported | Finished | RetryScheduled
+)
+
+# ---- turn events (SSE) --------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class TurnStarted:
+    session_id: str
+    turn_id: str
+    user_message_id: int
+
+
+@dataclass(frozen=True, slots=True)
+class ToolStarted:
+    call: ToolCall
+
+
+@dataclass(frozen=True, slots=True)
+class ToolFinished:
+    tool_call_id: str
+    tool_name: str
+    result: str
+    is_error: bool
+    duration_ms: int
+
+
+@dataclass(frozen=True, slots=True)
+class Compacted:
+    reason: str
+    tokens_before: int
+    tokens_after: int
+    dropped_messages: int
+
+
+@dataclass(frozen=True, slots=True)
+class TurnFailed:
+    code: str
+    message: str
+    status: int = 502
+    retry_after: float | None = None
+    incomplete_message_id: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCallRecord:
+    tool_call_id: str
+    tool_name: str
+    arguments: dict[str, object]
+    result: str
+    is_error: bool
+    duration_ms: int
+
+
+@dataclass(frozen=True, slots=True)
+class TurnCompleted:
+    session_id: str
+    turn_id: str
+    user_message_id: int
+    assistant_message_id: int
+    reply: str
+    usage: Usage
+    tool_calls: tuple[ToolCallRecord, ...] = field(default_factory=tuple)
+
+
+TurnEvent = (
+    TurnStarted
+    | TextDelta
+    | ThinkingDelta
+    | ToolStarted
+    | ToolFinished
+    | Compacted
+    | RetryScheduled
+    | TurnFailed
+    | TurnCompleted
+)

@@ -1,0 +1,105 @@
+"""Stored messages and the content parts a user message may carry.
+
+Only user messages and final assistant replies are stored as messages; tool calls live in
+`tool_conversations`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Literal
+
+Role = Literal["user", "assistant"]
+MessageStatus = Literal["complete", "incomplete"]
+
+
+@dataclass(frozen=True, slots=True)
+class TextPart:
+    text: str
+    type: Literal["text"] = "text"
+
+
+@dataclass(frozen=True, slots=True)
+class ImagePart:
+    """An inline image: `data` is base64, `media_type` like `image/png`."""
+
+    media_type: str
+    data: str
+    type: Literal["image"] = "image"
+
+
+ContentPart = TextPart | ImagePart
+
+
+@dataclass(frozen=True, slots=True)
+class UserInput:
+    """What a user sent in one turn: its text, and any images."""
+
+    text: str
+    images: tuple[ImagePart, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class StoredMessage:
+    id: int
+    session_id: str
+    role: Role
+    content: str
+    turn_id: str
+    status: MessageStatus
+    created_at: datetime
+    images: tuple[ImagePart, ...] = ()
+    token_count: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Session:
+    id: str
+    tenant_id: str
+    channel: str
+    title: str
+    summary: str
+    window_start_id: int
+    created_at: datetime
+    updated_at: datetime
+    external_key: str | None = None
+    user_key: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ToolConversation:
+    id: int
+    session_id: str
+    message_id: int | None
+    turn_id: str
+    tool_call_id: str
+    tool_name: str
+    arguments: dict[str, object]
+    result: str
+    is_error: bool
+    duration_ms: int
+    user_message: str
+    timestamp: datetime
+
+
+@dataclass(slots=True)
+class Usage:
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+
+    def add(self, other: Usage) -> None:
+        self.prompt_tokens += other.prompt_tokens
+        self.completion_tokens += other.completion_tokens
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCall:
+    """A call the model asked for. `arguments` is the parsed JSON object; `raw_arguments` keeps
+    what the model actually sent so a malformed call can be reported back to it."""
+
+    id: str
+    name: str
+    arguments: dict[str, object] = field(default_factory=dict)
+    raw_arguments: str = "{}"
+    is_malformed: bool = False

@@ -1,0 +1,43 @@
+"""The request compiled for a model: what is sent, never what is stored."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+from backend.domain.messages import ImagePart, ToolCall
+
+
+@dataclass(frozen=True, slots=True)
+class RequestMessage:
+    """One message of a model request.
+
+    `role="assistant"` may carry `tool_calls`; `role="tool"` carries the result of the call
+    named by `tool_call_id`.
+    """
+
+    role: Literal["user", "assistant", "tool"]
+    content: str
+    images: tuple[ImagePart, ...] = ()
+    tool_calls: tuple[ToolCall, ...] = ()
+    tool_call_id: str | None = None
+    is_error: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class ToolSpec:
+    name: str
+    description: str
+    parameters: dict[str, object]
+
+
+@dataclass(frozen=True, slots=True)
+class ChatRequest:
+    model: str
+    system: str
+    messages: tuple[RequestMessage, ...]
+    tools: tuple[ToolSpec, ...] = ()
+    max_output_tokens: int = 4096
+    temperature: float | None = None
+    tool_choice: Literal["auto", "none"] = "auto"
+    extra: dict[str, object] = field(default_factory=dict)

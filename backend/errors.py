@@ -1,0 +1,128 @@
+"""The one exception hierarchy. Every error has a stable `code` and an HTTP `status`.
+
+Errors are turned into HTTP responses (and SSE `error` events) in one place, `api/errors.py`.
+An error is never stored as a chat message.
+"""
+
+from __future__ import annotations
+
+
+class TallyError(Exception):
+    """Base of every error Tally raises on purpose."""
+
+    code = "internal_error"
+    status = 500
+
+    def __init__(self, message: str, *, code: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        if code is not None:
+            self.code = code
+
+
+class ConfigError(TallyError):
+    """The configuration file is missing, unreadable or invalid."""
+
+    code = "config_invalid"
+
+
+class InvalidInput(TallyError):
+    code = "invalid_request"
+    status = 422
+
+
+class PayloadTooLarge(InvalidInput):
+    code = "payload_too_large"
+    status = 413
+
+
+class NotFound(TallyError):
+    code = "not_found"
+    status = 404
+
+
+class SessionNotFound(NotFound):
+    code = "session_not_found"
+
+    def __init__(self, session_id: str) -> None:
+        super().__init__(f"session {session_id!r} does not exist")
+
+
+class Conflict(TallyError):
+    code = "conflict"
+    status = 409
+
+
+class Unauthorized(TallyError):
+    code = "unauthorized"
+    status = 401
+
+
+class ContextTooLong(TallyError):
+    """The newest user message alone does not fit the model's context budget."""
+
+    code = "context_too_long"
+    status = 413
+
+
+class TurnCancelled(TallyError):
+    code = "cancelled"
+    status = 499
+
+
+class ToolLoopExceeded(TallyError):
+    code = "tool_loop_exceeded"
+    status = 502
+
+
+class ProviderError(TallyError):
+    """The LLM provider failed. `retry_after` (seconds) when the vendor said when to retry."""
+
+    code = "provider_error"
+    status = 502
+    is_retryable = False
+
+    def __init__(self, provider: str, message: str, *, retry_after: float | None = None) -> None:
+        super().__init__(f"{provider}: {message}")
+        self.provider = provider
+        self.retry_after = retry_after
+
+
+class ProviderUnavailable(ProviderError):
+    """5xx, overloaded or connection failure: worth retrying or falling back."""
+
+    code = "provider_unavailable"
+    status = 503
+    is_retryable = True
+
+
+class ProviderRateLimited(ProviderUnavailable):
+    code = "provider_rate_limited"
+    status = 429
+
+
+class ProviderTimeout(ProviderUnavailable):
+    code = "provider_timeout"
+    status = 504
+
+
+class ProviderAuthFailed(ProviderError):
+    code = "provider_auth_failed"
+    status = 502
+
+
+class ProviderBadRequest(ProviderError):
+    code = "provider_bad_request"
+    status = 502
+
+
+class ProviderBadResponse(ProviderError):
+    """The stream was cut midway, malformed, or the reply was empty."""
+
+    code = "provider_bad_response"
+    status = 502
+    is_retryable = True
+
+
+class EmptyReply(ProviderBadResponse):
+    code = "empty_reply"

@@ -1,0 +1,250 @@
+"""Messages: user messages and final assistant replies, append-only.
+
+The window of a session starts at `sessions.window_start_id`; older messages are archived
+(kept, outside the window). Ids are monotonic, so an id range names a fixed set of messages.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+from sqlalchemy import Row, case, select, update
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from backend.domain.messages import ImagePart, MessageStatus, Role, StoredMessage, UserInput
+from backend.storage.database import Database
+from backend.storage.tables import messages, sessions, tool_conversations
+
+
+def message_from_row(row: Row[Any]) -> StoredMessage:
+    created_at: datetime = row.created_at
+    return StoredMessage(
+        id=row.id,
+        session_id=row.session_id,
+        role=row.role,
+        content=row.content,
+        turn_id=row.turn_id,
+        status=row.status,
+        created_at=created_at if created_at.tzinfo else created_at.replace(tzinfo=UTC),
+        images=_images_from_parts(row.parts),
+        token_count=row.token_count,
+    )
+
+
+def _images_from_parts(parts: list[dict[str, str]] | None) -> tuple[ImagePart, ...]:
+    return tuple(
+        ImagePart(media_type=part["media_type"], data=part["data"])
+        for part in parts or ()
+        if part.get("type") == "image"
+    )
+
+
+async def insert_message(
+    conn: AsyncConnection,
+    *,
+    tenant_id: str,
+    session_id: str,
+    role: Role,
+    content: str,
+    turn_id: str,
+    status: MessageStatus = "complete",
+    images: Sequence[ImagePart] = (),
+    token_count: int | None = None,
+    idempotency_key: str | None = None,
+) -> StoredMessage:
+    """Append one message inside the caller's write transaction and touch its session."""
+    now = datetime.now(UTC)
+    parts = [{"type": "image", "media_type": i.media_type, "data": i.data} for i in images]
+    result = await conn.execute(
+        messages.insert().values(
+            tenant_id=tenant_id,
+            session_id=session_id,
+            role=role,
+            content=content,
+            parts=parts or None,
+            turn_id=turn_id,
+            status=status,
+            token_count=token_count,
+            idempotency_key=idempotency_key,
+            created_at=now,
+        )
+    )
+    touched: dict[str, object] = {"updated_at": now}
+    if role == "user":  # an untitled session takes its first message as its title
+        title = " ".join(content.split())[:60]
+        touched["title"] = case((sessions.c.title == "", title), else_=sessions.c.title)
+    await conn.execute(
+        update(sessions)
+        .where(sessions.c.tenant_id == tenant_id, sessions.c.id == session_id)
+        .values(**touched)
+    )
+    (message_id,) = result.inserted_primary_key or (0,)
+    return StoredMessage(
+        id=int(message_id),
+        session_id=session_id,
+        role=role,
+        content=content,
+        turn_id=turn_id,
+        status=status,
+        created_at=now,
+        images=tuple(images),
+        token_count=token_count,
+    )
+
+
+async def link_tool_conversations(
+    conn: AsyncConnection, *, tenant_id: str, turn_id: str, message_id: int
+) -> None:
+    """Point the turn's tool conversations at its final assistant message."""
+    await conn.execute(
+        update(tool_conversations)
+        .where(tool_conversations.c.tenant_id == tenant_id, tool_conversations.c.turn_id == turn_id)
+        .values(message_id=message_id)
+    )
+
+
+async def window_messages(
+    conn: AsyncConnection,
+    *,
+    tenant_id: str,
+    session_id: str,
+    start_id: int,
+    limit: int | None,
+    before_id: int | None = None,
+) -> list[StoredMessage]:
+    """The newest `limit` messages (all when None) with id >= start_id, oldest first.
+
+    Reads newest-first through the (tenant_id, session_id, id) index, so the cost does not
+    grow with the number of archived messages.
+    """
+    query = (
+        select(messages)
+        .where(
+            messages.c.tenant_id == tenant_id,
+            messages.c.session_id == session_id,
+            messages.c.id >= start_id,
+        )
+        .order_by(messages.c.id.desc())
+    )
+    if before_id is not None:
+        query = query.where(messages.c.id < before_id)
+    if limit is not None:
+        query = query.limit(limit)
+    rows = (await conn.execute(query)).all()
+    return [message_from_row(row) for row in reversed(rows)]
+
+
+async def turn_messages(
+    conn: AsyncConnection, *, tenant_id: str, session_id: str, idempotency_key: str
+) -> list[StoredMessage]:
+    """The user message stored under an idempotency key and the reply of its turn, if any."""
+    first = (
+        await conn.execute(
+            select(messages).where(
+                messages.c.tenant_id == tenant_id,
+                messages.c.session_id == session_id,
+                messages.c.idempotency_key == idempotency_key,
+            )
+        )
+    ).first()
+    if first is None:
+        return []
+    rows = await conn.execute(
+        select(messages)
+        .where(messages.c.tenant_id == tenant_id, messages.c.turn_id == first.turn_id)
+        .order_by(messages.c.id)
+    )
+    return [message_from_row(row) for row in rows]
+
+
+class MessageRepository:
+    def __init__(self, database: Database) -> None:
+        self._db = database
+
+    async def add_user(
+        self,
+        *,
+        tenant_id: str,
+        session_id: str,
+        turn_id: str,
+        user_input: UserInput,
+        token_count: int | None = None,
+        idempotency_key: str | None = None,
+    ) -> StoredMessage:
+        async with self._db.write() as conn:
+            return await insert_message(
+                conn,
+                tenant_id=tenant_id,
+                session_id=session_id,
+                role="user",
+                content=user_input.text,
+                turn_id=turn_id,
+                images=user_input.images,
+                token_count=token_count,
+                idempotency_key=idempotency_key,
+            )
+
+    async def add_reply(
+        self,
+        *,
+        tenant_id: str,
+        session_id: str,
+        turn_id: str,
+        content: str,
+        status: MessageStatus,
+        token_count: int | None = None,
+    ) -> StoredMessage:
+        """Store the turn's assistant reply and link the turn's tool conversations to it."""
+        async with self._db.write() as conn:
+            reply = await insert_message(
+                conn,
+                tenant_id=tenant_id,
+                session_id=session_id,
+                role="assistant",
+                content=content,
+                turn_id=turn_id,
+                status=status,
+                token_count=token_count,
+            )
+            await link_tool_conversations(
+                conn, tenant_id=tenant_id, turn_id=turn_id, message_id=reply.id
+            )
+            return reply
+
+    async def window(
+        self, *, tenant_id: str, session_id: str, start_id: int, limit: int | None
+    ) -> list[StoredMessage]:
+        async with self._db.read() as conn:
+            return await window_messages(
+                conn, tenant_id=tenant_id, session_id=session_id, start_id=start_id, limit=limit
+            )
+
+    async def page(
+        self,
+        *,
+        tenant_id: str,
+        session_id: str,
+        start_id: int,
+        before_id: int | None,
+        limit: int,
+    ) -> list[StoredMessage]:
+        """Up to `limit` messages with start_id <= id < before_id, newest last."""
+        async with self._db.read() as conn:
+            return await window_messages(
+                conn,
+                tenant_id=tenant_id,
+                session_id=session_id,
+                start_id=start_id,
+                limit=limit,
+                before_id=before_id,
+            )
+
+    async def by_idempotency_key(
+        self, *, tenant_id: str, session_id: str, idempotency_key: str
+    ) -> list[StoredMessage]:
+        async with self._db.read() as conn:
+            return await turn_messages(
+                conn, tenant_id=tenant_id, session_id=session_id, idempotency_key=idempotency_key
+            )

@@ -1,0 +1,16 @@
+"""Alembic environment: always handed a live connection by `backend.storage.migrate`."""
+
+from __future__ import annotations
+
+from alembic import context
+
+from backend.storage.tables import metadata
+
+connection = context.config.attributes["connection"]
+context.configure(
+    connection=connection,
+    target_metadata=metadata,
+    render_as_batch=connection.dialect.name == "sqlite",
+)
+with context.begin_transaction():
+    context.run_migrations()

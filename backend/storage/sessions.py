@@ -1,0 +1,133 @@
+"""Sessions: one conversation of one tenant on one channel."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+from sqlalchemy import delete, func, select, update
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from backend.domain.ids import new_session_id
+from backend.domain.messages import Session
+from backend.errors import SessionNotFound
+from backend.storage.database import Database
+from backend.storage.tables import messages, sessions, tool_conversations
+
+
+def session_from_row(row: Any) -> Session:
+    return Session(
+        id=row.id,
+        tenant_id=row.tenant_id,
+        channel=row.channel,
+        title=row.title,
+        summary=row.summary,
+        window_start_id=row.window_start_id,
+        created_at=_aware(row.created_at),
+        updated_at=_aware(row.updated_at),
+        external_key=row.external_key,
+        user_key=row.user_key,
+    )
+
+
+def _aware(value: datetime) -> datetime:
+    # SQLite hands back naive datetimes; everything stored is UTC.
+    return value if value.tzinfo else value.replace(tzinfo=UTC)
+
+
+class SessionRepository:
+    def __init__(self, database: Database) -> None:
+        self._db = database
+
+    async def create(
+        self,
+        *,
+        tenant_id: str,
+        channel: str,
+        title: str = "",
+        external_key: str | None = None,
+        user_key: str | None = None,
+    ) -> Session:
+        now = datetime.now(UTC)
+        values = {
+            "id": new_session_id(),
+            "tenant_id": tenant_id,
+            "channel": channel,
+            "title": title,
+            "summary": "",
+            "window_start_id": 0,
+            "external_key": external_key,
+            "user_key": user_key,
+            "created_at": now,
+            "updated_at": now,
+        }
+        async with self._db.write() as conn:
+            await conn.execute(sessions.insert().values(**values))
+        return Session(**values)  # type: ignore[arg-type]
+
+    async def get(self, *, tenant_id: str, session_id: str) -> Session:
+        async with self._db.read() as conn:
+            return await self.get_in(conn, tenant_id=tenant_id, session_id=session_id)
+
+    @staticmethod
+    async def get_in(conn: AsyncConnection, *, tenant_id: str, session_id: str) -> Session:
+        row = (
+            await conn.execute(
+                select(sessions).where(
+                    sessions.c.tenant_id == tenant_id, sessions.c.id == session_id
+                )
+            )
+        ).first()
+        if row is None:
+            raise SessionNotFound(session_id)
+        return session_from_row(row)
+
+    async def list(
+        self, *, tenant_id: str, limit: int = 50, offset: int = 0, query: str | None = None
+    ) -> tuple[list[Session], int]:
+        """The tenant's sessions, most recently active first, and how many there are."""
+        where = [sessions.c.tenant_id == tenant_id]
+        if query:
+            where.append(sessions.c.title.ilike(f"%{_escape_like(query)}%", escape="\\"))
+        async with self._db.read() as conn:
+            total = (
+                await conn.execute(select(func.count()).select_from(sessions).where(*where))
+            ).scalar_one()
+            rows = await conn.execute(
+                select(sessions)
+                .where(*where)
+                .order_by(sessions.c.updated_at.desc(), sessions.c.id)
+                .limit(limit)
+                .offset(offset)
+            )
+            return [session_from_row(row) for row in rows], total
+
+    async def update(self, *, tenant_id: str, session_id: str, **values: str | int) -> Session:
+        """Set columns (`title`, `summary`, `window_start_id`) of one session."""
+        async with self._db.write() as conn:
+            result = await conn.execute(
+                update(sessions)
+                .where(sessions.c.tenant_id == tenant_id, sessions.c.id == session_id)
+                .values(**values, updated_at=datetime.now(UTC))
+            )
+            if result.rowcount == 0:
+                raise SessionNotFound(session_id)
+            return await self.get_in(conn, tenant_id=tenant_id, session_id=session_id)
+
+    async def delete(self, *, tenant_id: str, session_id: str) -> None:
+        """Delete a session with its messages and tool conversations."""
+        async with self._db.write() as conn:
+            owned = (sessions.c.tenant_id == tenant_id) & (sessions.c.id == session_id)
+            if (await conn.execute(select(sessions.c.id).where(owned))).first() is None:
+                raise SessionNotFound(session_id)
+            for table in (tool_conversations, messages):
+                await conn.execute(
+                    delete(table).where(
+                        table.c.tenant_id == tenant_id, table.c.session_id == session_id
+                    )
+                )
+            await conn.execute(delete(sessions).where(owned))
+
+
+def _escape_like(text: str) -> str:
+    return text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")

@@ -1,0 +1,160 @@
+"""The tables of DESIGN §3. Every table carries `tenant_id`; every lookup filters on it.
+
+Schema changes go through the Alembic migrations in `storage/migrations/`; this module is the
+description the repositories query against and must match the newest migration.
+"""
+
+from __future__ import annotations
+
+from sqlalchemy import (
+    JSON,
+    BigInteger,
+    Boolean,
+    Column,
+    Date,
+    DateTime,
+    ForeignKey,
+    Index,
+    Integer,
+    MetaData,
+    String,
+    Table,
+    Text,
+    UniqueConstraint,
+)
+
+metadata = MetaData()
+
+# SQLite only autoincrements INTEGER PRIMARY KEY; PostgreSQL gets 64-bit ids.
+Id = BigInteger().with_variant(Integer(), "sqlite")
+Timestamp = DateTime(timezone=True)
+
+tenants = Table(
+    "tenants",
+    metadata,
+    Column("id", String(64), primary_key=True),
+    Column("name", String(200), nullable=False),
+    Column("settings", JSON, nullable=False, default=dict),
+    Column("created_at", Timestamp, nullable=False),
+    Column("disabled_at", Timestamp),
+)
+
+api_keys = Table(
+    "api_keys",
+    metadata,
+    Column("id", String(32), primary_key=True),
+    Column("tenant_id", String(64), ForeignKey("tenants.id"), nullable=False, index=True),
+    Column("prefix", String(16), nullable=False, index=True),
+    Column("hash", String(128), nullable=False),
+    Column("scope", String(16), nullable=False),
+    Column("label", String(200), nullable=False, default=""),
+    Column("created_at", Timestamp, nullable=False),
+    Column("last_used_at", Timestamp),
+    Column("revoked_at", Timestamp),
+)
+
+sessions = Table(
+    "sessions",
+    metadata,
+    Column("id", String(36), primary_key=True),
+    Column("tenant_id", String(64), ForeignKey("tenants.id"), nullable=False),
+    Column("channel", String(16), nullable=False),
+    Column("external_key", String(200)),
+    Column("user_key", String(200)),
+    Column("title", String(200), nullable=False, default=""),
+    Column("summary", Text, nullable=False, default=""),
+    Column("window_start_id", Id, nullable=False, default=0),
+    Column("created_at", Timestamp, nullable=False),
+    Column("updated_at", Timestamp, nullable=False),
+    UniqueConstraint("tenant_id", "channel", "external_key", name="uq_sessions_external_key"),
+    Index("ix_sessions_tenant_updated", "tenant_id", "updated_at"),
+)
+
+messages = Table(
+    "messages",
+    metadata,
+    Column("id", Id, primary_key=True, autoincrement=True),
+    Column("tenant_id", String(64), nullable=False),
+    Column("session_id", String(36), ForeignKey("sessions.id", ondelete="CASCADE"), nullable=False),
+    Column("role", String(16), nullable=False),
+    Column("content", Text, nullable=False),
+    Column("parts", JSON),
+    Column("turn_id", String(40), nullable=False),
+    Column("status", String(16), nullable=False),
+    Column("token_count", Integer),
+    Column("idempotency_key", String(200)),
+    Column("created_at", Timestamp, nullable=False),
+    Index("ix_messages_tenant_session_id", "tenant_id", "session_id", "id"),
+    Index("ix_messages_turn", "tenant_id", "turn_id"),
+    UniqueConstraint("tenant_id", "idempotency_key", name="uq_messages_idempotency_key"),
+    sqlite_autoincrement=True,  # ids are never reused, so id ranges stay meaningful
+)
+
+tool_conversations = Table(
+    "tool_conversations",
+    metadata,
+    Column("id", Id, primary_key=True, autoincrement=True),
+    Column("tenant_id", String(64), nullable=False),
+    Column("session_id", String(36), ForeignKey("sessions.id", ondelete="CASCADE"), nullable=False),
+    Column("message_id", Id, ForeignKey("messages.id", ondelete="SET NULL")),
+    Column("turn_id", String(40), nullable=False),
+    Column("tool_call_id", String(200), nullable=False),
+    Column("tool_name", String(200), nullable=False),
+    Column("arguments", JSON, nullable=False),
+    Column("result", Text, nullable=False),
+    Column("is_error", Boolean, nullable=False),
+    Column("duration_ms", Integer, nullable=False),
+    Column("user_message", Text, nullable=False),
+    Column("timestamp", Timestamp, nullable=False),
+    Index("ix_tool_conversations_tenant_session", "tenant_id", "session_id", "id"),
+    Index("ix_tool_conversations_turn", "tenant_id", "turn_id"),
+    sqlite_autoincrement=True,
+)
+
+memory_entries = Table(
+    "memory_entries",
+    metadata,
+    Column("id", Id, primary_key=True, autoincrement=True),
+    Column("tenant_id", String(64), nullable=False),
+    Column("scope_key", String(200), nullable=False, default=""),
+    Column("date", Date, nullable=False),
+    Column("source", String(200), nullable=False),
+    Column("content", Text, nullable=False),
+    Column("session_id", String(36)),
+    Column("first_message_id", Id),
+    Column("last_message_id", Id),
+    Column("created_at", Timestamp, nullable=False),
+    Index("ix_memory_entries_tenant_scope", "tenant_id", "scope_key", "id"),
+    sqlite_autoincrement=True,
+)
+
+overflow_jobs = Table(
+    "overflow_jobs",
+    metadata,
+    Column("id", Id, primary_key=True, autoincrement=True),
+    Column("tenant_id", String(64), nullable=False),
+    Column("session_id", String(36), nullable=False),
+    Column("first_message_id", Id, nullable=False),
+    Column("last_message_id", Id, nullable=False),
+    Column("status", String(16), nullable=False),
+    Column("summary", Text),
+    Column("memory_line", Text),
+    Column("attempts", Integer, nullable=False, default=0),
+    Column("last_error", Text),
+    Column("created_at", Timestamp, nullable=False),
+    Column("updated_at", Timestamp, nullable=False),
+    UniqueConstraint("tenant_id", "session_id", "first_message_id", name="uq_overflow_range"),
+    Index("ix_overflow_jobs_status", "status"),
+    sqlite_autoincrement=True,
+)
+
+usage = Table(
+    "usage",
+    metadata,
+    Column("tenant_id", String(64), primary_key=True),
+    Column("day", Date, primary_key=True),
+    Column("turns", Integer, nullable=False, default=0),
+    Column("prompt_tokens", BigInteger, nullable=False, default=0),
+    Column("completion_tokens", BigInteger, nullable=False, default=0),
+    Column("summarizer_tokens", BigInteger, nullable=False, default=0),
+)

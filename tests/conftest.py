@@ -1,0 +1,116 @@
+"""Shared fixtures: a fresh database per test (SQLite file, and PostgreSQL when reachable),
+settings pointing at it, and the real app served by uvicorn on 127.0.0.1 (port 0)."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import socket
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+import httpx
+import pytest
+import uvicorn
+from fastapi import FastAPI
+
+from backend.settings import Settings, parse_settings
+
+ROOT = Path(__file__).resolve().parent.parent
+DEFAULT_POSTGRES_URL = "postgresql+asyncpg://postgres@127.0.0.1:5432/test"
+VENDOR_ENV = ("OPENAI_BASE_URL", "ANTHROPIC_BASE_URL", "OPENAI_API_KEY", "ANTHROPIC_API_KEY")
+
+
+@pytest.fixture(autouse=True)
+def _no_vendor_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The SDKs read these; a developer's real keys must never reach a test."""
+    for name in VENDOR_ENV:
+        monkeypatch.delenv(name, raising=False)
+
+
+def _postgres_url() -> str | None:
+    url = os.environ.get("TALLY_TEST_POSTGRES_URL", DEFAULT_POSTGRES_URL)
+    parts = urlsplit(url.replace("+asyncpg", ""))
+    try:
+        with socket.create_connection((parts.hostname or "127.0.0.1", parts.port or 5432), 0.3):
+            return url
+    except OSError:
+        return None
+
+
+POSTGRES_URL = _postgres_url()
+
+
+async def _reset_postgres(url: str) -> None:
+    """An empty `public` schema: every PostgreSQL test starts from a fresh database."""
+    from sqlalchemy import text
+    from sqlalchemy.ext.asyncio import create_async_engine
+
+    engine = create_async_engine(url)
+    try:
+        async with engine.begin() as conn:
+            await conn.execute(text("DROP SCHEMA IF EXISTS public CASCADE"))
+            await conn.execute(text("CREATE SCHEMA public"))
+    finally:
+        await engine.dispose()
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+async def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    if request.param == "sqlite":
+        return f"sqlite+aiosqlite:///{tmp_path / 'tally.db'}"
+    if POSTGRES_URL is None:
+        pytest.skip(
+            "PostgreSQL runs skipped: no server on 127.0.0.1:5432 "
+            "(set TALLY_TEST_POSTGRES_URL to point the suite at one)"
+        )
+    await _reset_postgres(POSTGRES_URL)
+    return POSTGRES_URL
+
+
+@pytest.fixture
+def sqlite_url(tmp_path: Path) -> str:
+    return f"sqlite+aiosqlite:///{tmp_path / 'tally.db'}"
+
+
+def make_settings(database_url: str, tmp_path: Path, **overrides: Any) -> Settings:
+    raw: dict[str, Any] = {
+        "database": {"url": database_url},
+        "prompts_dir": str(ROOT / "prompts"),
+        "data_dir": str(tmp_path / "data"),
+        "memory": {"path": str(tmp_path / "MEMORY.md")},
+    }
+    raw.update(overrides)
+    return parse_settings(raw, source="test", base_dir=tmp_path)
+
+
+@pytest.fixture
+def settings(database_url: str, tmp_path: Path) -> Settings:
+    return make_settings(database_url, tmp_path)
+
+
+@asynccontextmanager
+async def serve(app: FastAPI) -> AsyncIterator[httpx.AsyncClient]:
+    """Run `app` under uvicorn on 127.0.0.1 in this event loop; yield a client for it."""
+    config = uvicorn.Config(app, host="127.0.0.1", port=0, log_level="warning", lifespan="on")
+    server = uvicorn.Server(config)
+    task = asyncio.create_task(server.serve())
+    while not server.started:
+        if task.done():
+            task.result()  # start-up failed: raise its error
+        await asyncio.sleep(0.01)
+    port = server.servers[0].sockets[0].getsockname()[1]
+    try:
+        async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", timeout=30) as client:
+            yield client
+    finally:
+        server.should_exit = True
+        await task
+
+
+@pytest.fixture
+def anyio_backend() -> Iterator[str]:
+    yield "asyncio"
