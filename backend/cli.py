@@ -32,7 +32,9 @@ def main(argv: list[str] | None = None) -> int:
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="tally", description=__doc__)
-    parser.add_argument("--config", type=Path, help="config file (default: TALLY_CONFIG or config.yaml)")
+    parser.add_argument(
+        "--config", type=Path, help="config file (default: TALLY_CONFIG or config.yaml)"
+    )
     commands = parser.add_subparsers(required=True, metavar="COMMAND")
     serve = commands.add_parser("serve", help="run the HTTP server")
     serve.add_argument("--host")
@@ -88,8 +90,9 @@ def _serve(args: argparse.Namespace) -> int:
         )
         return 2
     app = create_app(settings)
-    logging.getLogger("tally").info("serving on http://%s:%s (database %s)", host, port,
-                                    settings.database.url.split("://")[0])
+    logging.getLogger("tally").info(
+        "serving on http://%s:%s (database %s)", host, port, settings.database.url.split("://")[0]
+    )
     # One worker: SQLite's writers serialize in-process (see storage/database.py).
     uvicorn.run(app, host=host, port=port, log_level="info", access_log=False)
     return 0

@@ -36,9 +36,7 @@ async def run_terminal_chat(settings: Settings, *, session_id: str | None) -> in
             line = await asyncio.to_thread(_read_line)
             if not line:
                 return 0
-            handle = services.turns.start(
-                TurnRequest(TENANT, session.id, UserInput(text=line))
-            )
+            handle = services.turns.start(TurnRequest(TENANT, session.id, UserInput(text=line)))
             async for event in handle.events():
                 _show(event)
 

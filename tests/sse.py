@@ -24,7 +24,9 @@ async def read_events(response: httpx.Response) -> AsyncIterator[tuple[str, dict
 async def stream_turn(
     client: httpx.AsyncClient, body: dict[str, Any], **kwargs: Any
 ) -> list[tuple[str, dict[str, Any]]]:
-    async with client.stream("POST", "/api/chat/send", json={**body, "stream": True}, **kwargs) as r:
+    async with client.stream(
+        "POST", "/api/chat/send", json={**body, "stream": True}, **kwargs
+    ) as r:
         assert r.status_code == 200, await r.aread()
         assert r.headers["content-type"].startswith("text/event-stream")
         return [event async for event in read_events(r)]

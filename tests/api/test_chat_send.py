@@ -139,8 +139,11 @@ async def test_provider_error_before_output_stores_only_the_user_message(
         ({"message": "hi", "extra": 1}, 422, "invalid_request"),
         ({"message": "a\u0000b"}, 422, "invalid_text"),
         ({"message": "x" * 100_001}, 413, "message_too_long"),
-        ({"message": [{"type": "image", "media_type": "image/png", "data": "!!"}]}, 422,
-         "invalid_image"),
+        (
+            {"message": [{"type": "image", "media_type": "image/png", "data": "!!"}]},
+            422,
+            "invalid_image",
+        ),
         ({"message": "hi", "session_id": "no-such-session"}, 404, "session_not_found"),
     ],
 )
@@ -160,7 +163,9 @@ async def test_bad_request_gets_a_coded_4xx_and_stores_nothing(
 async def test_malformed_json_and_lone_surrogates_are_rejected(settings: Settings) -> None:
     async with serve(create_app(settings, provider=ScriptedProvider())) as client:
         broken = await client.post(
-            "/api/chat/send", content=b'{"message": "hi"', headers={"content-type": "application/json"}
+            "/api/chat/send",
+            content=b'{"message": "hi"',
+            headers={"content-type": "application/json"},
         )
         surrogate = await client.post(
             "/api/chat/send",
@@ -276,11 +281,11 @@ async def test_template_syntax_in_messages_and_summary_stays_literal(settings: S
     async with serve(create_app(settings, provider=provider)) as client:
         session_id = await new_session(client)
         summary = "{{ 7*7 }} {% for x in range(3) %}loop{% endfor %}"
-        put = await client.put(f"/api/chat/sessions/{session_id}/summary", json={"summary": summary})
-        assert put.status_code == 200
-        await client.post(
-            "/api/chat/send", json={"session_id": session_id, "message": "{{ 7*7 }}"}
+        put = await client.put(
+            f"/api/chat/sessions/{session_id}/summary", json={"summary": summary}
         )
+        assert put.status_code == 200
+        await client.post("/api/chat/send", json={"session_id": session_id, "message": "{{ 7*7 }}"})
     (request,) = provider.requests
     assert "## Current Session Context" in request.system
     assert summary in request.system
@@ -288,9 +293,7 @@ async def test_template_syntax_in_messages_and_summary_stays_literal(settings: S
     assert request.messages[-1].content == "{{ 7*7 }}"
 
 
-async def test_window_sends_at_most_max_history_messages(
-    database_url: str, tmp_path: Path
-) -> None:
+async def test_window_sends_at_most_max_history_messages(database_url: str, tmp_path: Path) -> None:
     from tests.conftest import make_settings
 
     settings = make_settings(database_url, tmp_path, persona={"max_history_messages": 4})

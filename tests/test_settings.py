@@ -1,0 +1,101 @@
+"""config.yaml is parsed strictly: a bad file stops start-up and names the key."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from backend.errors import ConfigError
+from backend.settings import load_settings
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def write(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "config.yaml"
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def test_shipped_config_is_valid() -> None:
+    settings = load_settings(ROOT / "config.yaml")
+    assert settings.model is not None and settings.model.provider == "openai"
+    assert settings.database.url.endswith(str(ROOT / "data" / "tally.db"))
+
+
+@pytest.mark.parametrize(
+    ("text", "key", "reason"),
+    [
+        ("persona:\n  nmae: x\n", "persona.nmae", "unknown key"),
+        ("server:\n  port: many\n", "server.port", "valid integer"),
+        ("persona:\n  max_history_messages: 0\n", "persona.max_history_messages", "-1"),
+        ("database:\n  url: mysql://x\n", "database.url", "sqlite+aiosqlite"),
+        (
+            "providers:\n  p: {kind: openai_compatible}\nmodel: {provider: q, name: m}\n",
+            "(top level)",
+            "'q' is not defined",
+        ),
+        ("providers:\n  p: {kind: grpc}\n", "providers.p.kind", "openai_compatible"),
+        ("tools:\n  max_tool_iterations: 0\n", "tools.max_tool_iterations", "greater than"),
+    ],
+)
+def test_bad_value_names_file_key_and_reason(
+    tmp_path: Path, text: str, key: str, reason: str
+) -> None:
+    path = write(tmp_path, text)
+    with pytest.raises(ConfigError) as caught:
+        load_settings(path)
+    message = caught.value.message
+    assert str(path) in message
+    assert key in message
+    assert reason in message
+
+
+def test_not_yaml_and_not_a_mapping_are_reported(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="not valid YAML"):
+        load_settings(write(tmp_path, "a: [unclosed\n"))
+    with pytest.raises(ConfigError, match="must be a mapping"):
+        load_settings(write(tmp_path, "- a\n- b\n"))
+    with pytest.raises(ConfigError, match="cannot read"):
+        load_settings(tmp_path / "missing.yaml")
+
+
+def test_python_tags_are_refused(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="not valid YAML"):
+        load_settings(write(tmp_path, "server: !!python/object/apply:os.system ['true']\n"))
+
+
+def test_api_key_env_accepts_a_name_or_a_reference(tmp_path: Path) -> None:
+    text = (
+        "providers:\n"
+        "  a: {kind: openai_compatible, api_key_env: OPENAI_API_KEY}\n"
+        "  b: {kind: anthropic, api_key_env: '${ANTHROPIC_API_KEY}'}\n"
+    )
+    settings = load_settings(write(tmp_path, text))
+    assert settings.providers["a"].api_key_env == "OPENAI_API_KEY"
+    assert settings.providers["b"].api_key_env == "ANTHROPIC_API_KEY"
+
+
+def test_tally_config_environment_variable_chooses_the_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = write(tmp_path, "persona: {name: Ada}\n")
+    monkeypatch.setenv("TALLY_CONFIG", str(path))
+    assert load_settings().persona.name == "Ada"
+
+
+def test_server_refuses_to_start_with_a_bad_config(tmp_path: Path) -> None:
+    path = write(tmp_path, "server:\n  prot: 9000\n")
+    result = subprocess.run(
+        [sys.executable, "-m", "backend", "--config", str(path), "serve"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=tmp_path,
+    )
+    assert result.returncode == 2
+    assert "server.prot: unknown key" in result.stderr
+    assert str(path) in result.stderr
