@@ -63,6 +63,7 @@ class Session:
     window_start_id: int
     created_at: datetime
     updated_at: datetime
+    memory_watermark_id: int = 0
     external_key: str | None = None
     user_key: str | None = None
 

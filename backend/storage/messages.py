@@ -241,6 +241,20 @@ class MessageRepository:
                 before_id=before_id,
             )
 
+    async def between(
+        self, *, tenant_id: str, session_id: str, first_id: int, last_id: int
+    ) -> list[StoredMessage]:
+        """Messages with first_id <= id <= last_id, oldest first."""
+        async with self._db.read() as conn:
+            return await window_messages(
+                conn,
+                tenant_id=tenant_id,
+                session_id=session_id,
+                start_id=first_id,
+                limit=None,
+                before_id=last_id + 1,
+            )
+
     async def by_idempotency_key(
         self, *, tenant_id: str, session_id: str, idempotency_key: str
     ) -> list[StoredMessage]:

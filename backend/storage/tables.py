@@ -64,6 +64,8 @@ sessions = Table(
     Column("title", String(200), nullable=False, default=""),
     Column("summary", Text, nullable=False, default=""),
     Column("window_start_id", Id, nullable=False, default=0),
+    # The last message id distilled into memory: each message reaches memory exactly once.
+    Column("memory_watermark_id", Id, nullable=False, default=0),
     Column("created_at", Timestamp, nullable=False),
     Column("updated_at", Timestamp, nullable=False),
     UniqueConstraint("tenant_id", "channel", "external_key", name="uq_sessions_external_key"),
@@ -134,17 +136,31 @@ overflow_jobs = Table(
     Column("id", Id, primary_key=True, autoincrement=True),
     Column("tenant_id", String(64), nullable=False),
     Column("session_id", String(36), nullable=False),
+    Column("scope_key", String(200), nullable=False, default=""),
+    # "overflow": evict a range, update the summary, remember what is new;
+    # "auto": the automatic memory write, which evicts nothing.
+    Column("kind", String(16), nullable=False),
     Column("first_message_id", Id, nullable=False),
     Column("last_message_id", Id, nullable=False),
+    Column("next_start_id", Id, nullable=False),
+    Column("memory_from_id", Id, nullable=False),
+    # pending -> summarized -> memory_written -> done (or reverted)
     Column("status", String(16), nullable=False),
+    Column("previous_summary", Text),
     Column("summary", Text),
     Column("memory_line", Text),
+    Column("memory_entry_id", String(64)),
     Column("attempts", Integer, nullable=False, default=0),
     Column("last_error", Text),
+    Column("next_attempt_at", Timestamp),
+    Column("leased_until", Timestamp),
     Column("created_at", Timestamp, nullable=False),
     Column("updated_at", Timestamp, nullable=False),
-    UniqueConstraint("tenant_id", "session_id", "first_message_id", name="uq_overflow_range"),
+    UniqueConstraint(
+        "tenant_id", "session_id", "kind", "first_message_id", name="uq_overflow_range"
+    ),
     Index("ix_overflow_jobs_status", "status"),
+    Index("ix_overflow_jobs_session", "tenant_id", "session_id", "id"),
     sqlite_autoincrement=True,
 )
 

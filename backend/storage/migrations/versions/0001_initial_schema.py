@@ -2,7 +2,7 @@
 
 Revision ID: 0001
 Revises:
-Create Date: 2026-11-30 19:30:28.064013
+Create Date: 2026-11-30 19:39:27.440476
 """
 
 from __future__ import annotations
@@ -58,26 +58,41 @@ def upgrade() -> None:
         ),
         sa.Column("tenant_id", sa.String(length=64), nullable=False),
         sa.Column("session_id", sa.String(length=36), nullable=False),
+        sa.Column("scope_key", sa.String(length=200), nullable=False),
+        sa.Column("kind", sa.String(length=16), nullable=False),
         sa.Column(
             "first_message_id", sa.BigInteger().with_variant(sa.Integer(), "sqlite"), nullable=False
         ),
         sa.Column(
             "last_message_id", sa.BigInteger().with_variant(sa.Integer(), "sqlite"), nullable=False
         ),
+        sa.Column(
+            "next_start_id", sa.BigInteger().with_variant(sa.Integer(), "sqlite"), nullable=False
+        ),
+        sa.Column(
+            "memory_from_id", sa.BigInteger().with_variant(sa.Integer(), "sqlite"), nullable=False
+        ),
         sa.Column("status", sa.String(length=16), nullable=False),
+        sa.Column("previous_summary", sa.Text(), nullable=True),
         sa.Column("summary", sa.Text(), nullable=True),
         sa.Column("memory_line", sa.Text(), nullable=True),
+        sa.Column("memory_entry_id", sa.String(length=64), nullable=True),
         sa.Column("attempts", sa.Integer(), nullable=False),
         sa.Column("last_error", sa.Text(), nullable=True),
+        sa.Column("next_attempt_at", sa.DateTime(timezone=True), nullable=True),
+        sa.Column("leased_until", sa.DateTime(timezone=True), nullable=True),
         sa.Column("created_at", sa.DateTime(timezone=True), nullable=False),
         sa.Column("updated_at", sa.DateTime(timezone=True), nullable=False),
         sa.PrimaryKeyConstraint("id"),
         sa.UniqueConstraint(
-            "tenant_id", "session_id", "first_message_id", name="uq_overflow_range"
+            "tenant_id", "session_id", "kind", "first_message_id", name="uq_overflow_range"
         ),
         sqlite_autoincrement=True,
     )
     with op.batch_alter_table("overflow_jobs", schema=None) as batch_op:
+        batch_op.create_index(
+            "ix_overflow_jobs_session", ["tenant_id", "session_id", "id"], unique=False
+        )
         batch_op.create_index("ix_overflow_jobs_status", ["status"], unique=False)
 
     op.create_table(
@@ -131,6 +146,11 @@ def upgrade() -> None:
         sa.Column("summary", sa.Text(), nullable=False),
         sa.Column(
             "window_start_id", sa.BigInteger().with_variant(sa.Integer(), "sqlite"), nullable=False
+        ),
+        sa.Column(
+            "memory_watermark_id",
+            sa.BigInteger().with_variant(sa.Integer(), "sqlite"),
+            nullable=False,
         ),
         sa.Column("created_at", sa.DateTime(timezone=True), nullable=False),
         sa.Column("updated_at", sa.DateTime(timezone=True), nullable=False),
@@ -246,6 +266,7 @@ def downgrade() -> None:
     op.drop_table("tenants")
     with op.batch_alter_table("overflow_jobs", schema=None) as batch_op:
         batch_op.drop_index("ix_overflow_jobs_status")
+        batch_op.drop_index("ix_overflow_jobs_session")
 
     op.drop_table("overflow_jobs")
     with op.batch_alter_table("memory_entries", schema=None) as batch_op:

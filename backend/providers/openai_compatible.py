@@ -1,0 +1,264 @@
+"""The OpenAI chat-completions wire protocol, spoken by OpenAI, DeepSeek, Qwen, Ollama, vLLM...
+
+SDK types stop at this module: requests go out as the SDK's TypedDicts and chunks come back as
+domain events. Retries are ours (`resilience.py`), so the SDK's own are switched off.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+
+import httpx2
+import openai
+from openai import omit
+from openai.types.chat import (
+    ChatCompletionAssistantMessageParam,
+    ChatCompletionChunk,
+    ChatCompletionContentPartParam,
+    ChatCompletionFunctionToolParam,
+    ChatCompletionMessageFunctionToolCallParam,
+    ChatCompletionMessageParam,
+    ChatCompletionToolMessageParam,
+    ChatCompletionUserMessageParam,
+)
+from openai.types.chat.chat_completion_chunk import ChoiceDelta, ChoiceDeltaToolCall
+
+from backend.domain.events import (
+    Finished,
+    ProviderEvent,
+    TextDelta,
+    ThinkingDelta,
+    ToolCallRequested,
+    UsageReported,
+)
+from backend.domain.messages import ToolCall, Usage
+from backend.domain.requests import ChatRequest, RequestMessage, ToolSpec
+from backend.errors import (
+    EmptyReply,
+    ProviderBadResponse,
+    ProviderError,
+    ProviderTimeout,
+    ProviderUnavailable,
+)
+from backend.providers.resilience import error_for_status, parse_retry_after
+from backend.settings import ProviderSettings
+
+DEFAULT_BASE_URL = "https://api.openai.com/v1"
+# Some servers refuse a request without a key even when they do not check it (Ollama, vLLM).
+PLACEHOLDER_KEY = "sk-none"
+# Vendors put chain-of-thought in a non-standard delta field; DeepSeek and vLLM name it
+# `reasoning_content`, OpenRouter and newer vLLM `reasoning`.
+REASONING_FIELDS = ("reasoning_content", "reasoning")
+
+
+class OpenAICompatibleProvider:
+    def __init__(self, name: str, settings: ProviderSettings) -> None:
+        self.name = name
+        self._client = openai.AsyncOpenAI(
+            base_url=settings.base_url or DEFAULT_BASE_URL,
+            api_key=settings.api_key() or PLACEHOLDER_KEY,
+            timeout=httpx2.Timeout(settings.timeout_s, connect=settings.connect_timeout_s),
+            max_retries=0,
+        )
+
+    async def stream(self, request: ChatRequest) -> AsyncIterator[ProviderEvent]:
+        reply = _ReplyAssembly(self.name)
+        has_response = False
+        try:
+            chunks = await self._client.chat.completions.create(
+                model=request.model,
+                messages=compile_messages(request),
+                stream=True,
+                stream_options={"include_usage": True},
+                max_tokens=request.max_output_tokens,
+                tools=[_tool_spec(tool) for tool in request.tools] if request.tools else omit,
+                temperature=omit if request.temperature is None else request.temperature,
+                extra_body=dict(request.extra) or None,  # vendor-specific knobs from the config
+            )
+            has_response = True
+            async with chunks:
+                async for chunk in chunks:
+                    for event in reply.feed(chunk):
+                        yield event
+        except (openai.OpenAIError, httpx2.HTTPError, json.JSONDecodeError) as exc:
+            raise map_error(self.name, exc, has_response=has_response) from exc
+        for event in reply.finish():
+            yield event
+
+    async def aclose(self) -> None:
+        await self._client.close()
+
+
+def _tool_spec(tool: ToolSpec) -> ChatCompletionFunctionToolParam:
+    return {
+        "type": "function",
+        "function": {
+            "name": tool.name,
+            "description": tool.description,
+            "parameters": tool.parameters,
+        },
+    }
+
+
+def map_error(provider: str, exc: Exception, *, has_response: bool) -> ProviderError:
+    """Every SDK and transport failure of this adapter, as our error. `has_response` tells a
+    connection that never opened (unavailable) from a stream cut after it began (bad response)."""
+    if isinstance(exc, openai.APITimeoutError | httpx2.TimeoutException):
+        return ProviderTimeout(provider, "the request timed out")
+    if isinstance(exc, openai.APIConnectionError | httpx2.TransportError):
+        if has_response:
+            return ProviderBadResponse(provider, "the stream was cut before it finished")
+        return ProviderUnavailable(provider, f"cannot connect: {exc}")
+    if isinstance(exc, openai.APIStatusError):
+        retry_after = parse_retry_after(exc.response.headers)
+        return error_for_status(provider, exc.status_code, exc.message, retry_after=retry_after)
+    # An `{"error": ...}` object inside the stream, unparsable chunk data, or a schema mismatch.
+    return ProviderBadResponse(provider, f"unusable response: {exc}")
+
+
+# ---- request ---------------------------------------------------------------------------------
+
+
+def compile_messages(request: ChatRequest) -> list[ChatCompletionMessageParam]:
+    messages: list[ChatCompletionMessageParam] = []
+    if request.system:
+        messages.append({"role": "system", "content": request.system})
+    messages.extend(_message(message) for message in request.messages)
+    return messages
+
+
+def _message(message: RequestMessage) -> ChatCompletionMessageParam:
+    if message.role == "assistant":
+        return _assistant_message(message)
+    if message.role == "tool":
+        return _tool_message(message)
+    return _user_message(message)
+
+
+def _user_message(message: RequestMessage) -> ChatCompletionUserMessageParam:
+    if not message.images:
+        return {"role": "user", "content": message.content}
+    parts: list[ChatCompletionContentPartParam] = [{"type": "text", "text": message.content}]
+    for image in message.images:
+        url = f"data:{image.media_type};base64,{image.data}"
+        parts.append({"type": "image_url", "image_url": {"url": url}})
+    return {"role": "user", "content": parts}
+
+
+def _assistant_message(message: RequestMessage) -> ChatCompletionAssistantMessageParam:
+    compiled: ChatCompletionAssistantMessageParam = {"role": "assistant"}
+    # An assistant turn that only calls tools has null content; several vendors reject "".
+    compiled["content"] = message.content or None
+    if message.tool_calls:
+        compiled["tool_calls"] = [_tool_call(call) for call in message.tool_calls]
+    return compiled
+
+
+def _tool_call(call: ToolCall) -> ChatCompletionMessageFunctionToolCallParam:
+    # A malformed call goes back as "{}": servers that render tools through a chat template
+    # (vLLM, Ollama) parse these arguments and would reject the whole request. The tool
+    # result already tells the model what was wrong.
+    return {
+        "id": call.id,
+        "type": "function",
+        "function": {"name": call.name, "arguments": json.dumps(call.arguments)},
+    }
+
+
+def _tool_message(message: RequestMessage) -> ChatCompletionToolMessageParam:
+    # The protocol has no error flag for tool results, so the failure is said in the text.
+    content = f"Error: {message.content}" if message.is_error else message.content
+    return {"role": "tool", "tool_call_id": message.tool_call_id or "", "content": content}
+
+
+# ---- response --------------------------------------------------------------------------------
+
+
+@dataclass
+class _PendingToolCall:
+    id: str = ""
+    name: str = ""
+    arguments: list[str] = field(default_factory=list)
+
+    def complete(self, index: int) -> ToolCall:
+        raw = "".join(self.arguments)
+        call_id = self.id or f"call_{index}"  # some local servers omit ids
+        try:
+            parsed = json.loads(raw) if raw.strip() else {}
+        except json.JSONDecodeError:
+            parsed = None
+        if not isinstance(parsed, dict) or not self.name:
+            return ToolCall(id=call_id, name=self.name, raw_arguments=raw, is_malformed=True)
+        return ToolCall(id=call_id, name=self.name, arguments=parsed, raw_arguments=raw)
+
+
+@dataclass
+class _ReplyAssembly:
+    """Folds chunks into events: deltas pass through at once, tool calls are held until the
+    stream ends because their arguments arrive in pieces."""
+
+    provider: str
+    has_text: bool = False
+    finish_reason: str | None = None
+    usage: Usage | None = None
+    tool_calls: dict[int, _PendingToolCall] = field(default_factory=dict)
+
+    def feed(self, chunk: ChatCompletionChunk) -> list[ProviderEvent]:
+        if chunk.usage is not None:
+            self.usage = Usage(chunk.usage.prompt_tokens, chunk.usage.completion_tokens)
+        events: list[ProviderEvent] = []
+        for choice in chunk.choices:
+            if choice.index != 0:  # we never ask for n > 1
+                continue
+            events.extend(self._delta(choice.delta))
+            if choice.finish_reason is not None:
+                self.finish_reason = choice.finish_reason
+        return events
+
+    def _delta(self, delta: ChoiceDelta) -> list[ProviderEvent]:
+        events: list[ProviderEvent] = []
+        reasoning = _reasoning_text(delta)
+        if reasoning:
+            events.append(ThinkingDelta(reasoning))
+        if delta.content:
+            self.has_text = True
+            events.append(TextDelta(delta.content))
+        for piece in delta.tool_calls or ():
+            self._tool_call_piece(piece)
+        return events
+
+    def _tool_call_piece(self, piece: ChoiceDeltaToolCall) -> None:
+        pending = self.tool_calls.setdefault(piece.index, _PendingToolCall())
+        if piece.id:
+            pending.id = piece.id
+        if piece.function is not None:
+            if piece.function.name:
+                pending.name = piece.function.name
+            if piece.function.arguments:
+                pending.arguments.append(piece.function.arguments)
+
+    def finish(self) -> list[ProviderEvent]:
+        if self.finish_reason is None:
+            raise ProviderBadResponse(self.provider, "the stream ended without a finish reason")
+        if not self.has_text and not self.tool_calls:
+            raise EmptyReply(self.provider, "the model sent no text and no tool call")
+        events: list[ProviderEvent] = [
+            ToolCallRequested(self.tool_calls[index].complete(index))
+            for index in sorted(self.tool_calls)
+        ]
+        if self.usage is not None:
+            events.append(UsageReported(self.usage))
+        # Some servers (older Ollama) say "stop" after tool calls; the tool loop keys on this.
+        events.append(Finished("tool_calls" if self.tool_calls else self.finish_reason))
+        return events
+
+
+def _reasoning_text(delta: ChoiceDelta) -> str:
+    extra = delta.model_extra or {}
+    for name in REASONING_FIELDS:
+        value = extra.get(name)
+        if isinstance(value, str) and value:
+            return value
+    return ""

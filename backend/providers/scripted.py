@@ -1,0 +1,149 @@
+"""A provider that plays queued replies: the fake model of the tests and the offline demo.
+
+Steps are played in order, one per call. With the queue empty it cycles through `replies`, and
+with none configured it answers as the demo provider, saying plainly that no LLM is configured.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+from collections import deque
+from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass, field
+
+from backend.domain.events import (
+    Finished,
+    ProviderEvent,
+    TextDelta,
+    ThinkingDelta,
+    ToolCallRequested,
+    UsageReported,
+)
+from backend.domain.messages import ToolCall, Usage
+from backend.domain.requests import ChatRequest
+from backend.errors import EmptyReply, ProviderBadResponse, ProviderError
+
+DEMO_REPLY = (
+    "This is Tally's built-in demo provider: no LLM API key is configured, so no real model "
+    "is answering. You said: “{quote}”. To talk to a real model, set OPENAI_API_KEY (or the "
+    "key your provider names in config.yaml) and restart, or edit the providers and model "
+    "sections of config.yaml."
+)
+QUOTE_CHARS = 80
+_WORD = re.compile(r"\s*\S+\s*")
+
+
+@dataclass(frozen=True, slots=True)
+class ScriptedToolCalls:
+    """A reply that asks for tool calls, with optional text before them."""
+
+    calls: Sequence[ToolCall]
+    text: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class ScriptedThinking:
+    """A reply that streams reasoning first, then its text."""
+
+    thinking: str
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class ScriptedStreamCut:
+    """A reply cut midway: `partial_text` is streamed, then `error` (default: a
+    `ProviderBadResponse`) is raised."""
+
+    partial_text: str
+    error: ProviderError | None = None
+
+
+ScriptedStep = str | ScriptedToolCalls | ScriptedThinking | ScriptedStreamCut | ProviderError
+
+
+@dataclass
+class ScriptedProvider:
+    """Plays `push`ed steps, then `replies` cyclically, then the demo answer.
+
+    Every request is recorded in `requests`, so tests assert on what was compiled and sent.
+    `delay_s` is waited before each chunk, which lets a test cancel a reply midway.
+    """
+
+    name: str = "scripted"
+    replies: Sequence[str] = ()
+    delay_s: float = 0.0
+    requests: list[ChatRequest] = field(default_factory=list, init=False)
+    _queue: deque[ScriptedStep] = field(default_factory=deque, init=False)
+    _reply_count: int = field(default=0, init=False)
+
+    def push(self, *steps: ScriptedStep) -> None:
+        self._queue.extend(steps)
+
+    async def stream(self, request: ChatRequest) -> AsyncIterator[ProviderEvent]:
+        self.requests.append(request)
+        step = self._next_step(request)
+        if isinstance(step, ProviderError):
+            raise step
+        if isinstance(step, ScriptedStreamCut):
+            async for event in self._text(step.partial_text):
+                yield event
+            raise step.error or ProviderBadResponse(self.name, "the stream was cut (scripted)")
+        text, thinking, calls = _parts(step)
+        if not text.strip() and not calls:
+            raise EmptyReply(self.name, "the scripted reply is empty")
+        if thinking:
+            await asyncio.sleep(self.delay_s)
+            yield ThinkingDelta(thinking)
+        async for event in self._text(text):
+            yield event
+        for call in calls:
+            yield ToolCallRequested(call)
+        yield UsageReported(Usage(_prompt_words(request), _word_count(text)))
+        yield Finished("tool_calls" if calls else "stop")
+
+    async def aclose(self) -> None:
+        return None
+
+    def _next_step(self, request: ChatRequest) -> ScriptedStep:
+        if self._queue:
+            return self._queue.popleft()
+        if self.replies:
+            reply = self.replies[self._reply_count % len(self.replies)]
+            self._reply_count += 1
+            return reply
+        return DEMO_REPLY.format(quote=_quote(_last_user_text(request)))
+
+    async def _text(self, text: str) -> AsyncIterator[ProviderEvent]:
+        for word in _WORD.findall(text):
+            # Sleeping even for 0 s gives a cancelling test a chance between chunks.
+            await asyncio.sleep(self.delay_s)
+            yield TextDelta(word)
+
+
+def _parts(step: str | ScriptedToolCalls | ScriptedThinking) -> tuple[str, str, Sequence[ToolCall]]:
+    if isinstance(step, ScriptedToolCalls):
+        return step.text, "", step.calls
+    if isinstance(step, ScriptedThinking):
+        return step.text, step.thinking, ()
+    return step, "", ()
+
+
+def _last_user_text(request: ChatRequest) -> str:
+    for message in reversed(request.messages):
+        if message.role == "user":
+            return message.content
+    return ""
+
+
+def _quote(text: str) -> str:
+    flat = " ".join(text.split())
+    return flat if len(flat) <= QUOTE_CHARS else flat[: QUOTE_CHARS - 1] + "…"
+
+
+def _word_count(text: str) -> int:
+    return len(text.split())
+
+
+def _prompt_words(request: ChatRequest) -> int:
+    return _word_count(request.system) + sum(_word_count(m.content) for m in request.messages)

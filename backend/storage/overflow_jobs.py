@@ -1,0 +1,230 @@
+"""The summarizer's journal: one row per range, advanced one idempotent step at a time.
+
+pending -> summarized (summary and memory line saved) -> memory_written -> done. A crash at
+any point resumes from the saved status; the final step moves the window and the memory
+watermark in one transaction, and only forward.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any, Literal
+
+from sqlalchemy import Row, case, delete, select, update
+from sqlalchemy.exc import IntegrityError
+
+from backend.storage.database import Database
+from backend.storage.tables import messages, overflow_jobs, sessions
+
+JobKind = Literal["overflow", "auto"]
+ACTIVE = ("pending", "summarized", "memory_written")
+
+
+@dataclass(frozen=True, slots=True)
+class OverflowJob:
+    id: int
+    tenant_id: str
+    session_id: str
+    scope_key: str
+    kind: JobKind
+    first_message_id: int
+    last_message_id: int
+    next_start_id: int
+    memory_from_id: int
+    status: str
+    previous_summary: str
+    summary: str | None
+    memory_line: str | None
+    memory_entry_id: str | None
+    attempts: int
+    next_attempt_at: datetime | None
+
+    @property
+    def has_memory_part(self) -> bool:
+        return self.memory_from_id <= self.last_message_id
+
+
+def _job(row: Row[Any]) -> OverflowJob:
+    next_at: datetime | None = row.next_attempt_at
+    if next_at is not None and next_at.tzinfo is None:
+        next_at = next_at.replace(tzinfo=UTC)
+    return OverflowJob(
+        id=row.id,
+        tenant_id=row.tenant_id,
+        session_id=row.session_id,
+        scope_key=row.scope_key,
+        kind=row.kind,
+        first_message_id=row.first_message_id,
+        last_message_id=row.last_message_id,
+        next_start_id=row.next_start_id,
+        memory_from_id=row.memory_from_id,
+        status=row.status,
+        previous_summary=row.previous_summary or "",
+        summary=row.summary,
+        memory_line=row.memory_line,
+        memory_entry_id=row.memory_entry_id,
+        attempts=row.attempts,
+        next_attempt_at=next_at,
+    )
+
+
+class OverflowJobRepository:
+    def __init__(self, database: Database) -> None:
+        self._db = database
+
+    async def create(
+        self,
+        *,
+        tenant_id: str,
+        session_id: str,
+        scope_key: str,
+        kind: JobKind,
+        first_message_id: int,
+        last_message_id: int,
+        next_start_id: int,
+        memory_from_id: int,
+        previous_summary: str,
+    ) -> OverflowJob | None:
+        """Journal a range; None when that range is already journaled."""
+        now = datetime.now(UTC)
+        try:
+            async with self._db.write() as conn:
+                result = await conn.execute(
+                    overflow_jobs.insert().values(
+                        tenant_id=tenant_id,
+                        session_id=session_id,
+                        scope_key=scope_key,
+                        kind=kind,
+                        first_message_id=first_message_id,
+                        last_message_id=last_message_id,
+                        next_start_id=next_start_id,
+                        memory_from_id=memory_from_id,
+                        status="pending",
+                        previous_summary=previous_summary,
+                        attempts=0,
+                        created_at=now,
+                        updated_at=now,
+                    )
+                )
+                (job_id,) = result.inserted_primary_key or (0,)
+        except IntegrityError:
+            return None
+        return await self.get(tenant_id=tenant_id, job_id=int(job_id))
+
+    async def get(self, *, tenant_id: str, job_id: int) -> OverflowJob:
+        async with self._db.read() as conn:
+            row = (
+                await conn.execute(
+                    select(overflow_jobs).where(
+                        overflow_jobs.c.tenant_id == tenant_id, overflow_jobs.c.id == job_id
+                    )
+                )
+            ).one()
+            return _job(row)
+
+    async def active(self, *, tenant_id: str, session_id: str) -> list[OverflowJob]:
+        async with self._db.read() as conn:
+            rows = await conn.execute(
+                select(overflow_jobs)
+                .where(
+                    overflow_jobs.c.tenant_id == tenant_id,
+                    overflow_jobs.c.session_id == session_id,
+                    overflow_jobs.c.status.in_(ACTIVE),
+                )
+                .order_by(overflow_jobs.c.id)
+            )
+            return [_job(row) for row in rows]
+
+    async def sessions_with_active_jobs(self) -> list[tuple[str, str]]:
+        """(tenant_id, session_id) of every unfinished job: the start-up resume list.
+
+        The one read that crosses tenants, on purpose: it belongs to the operator's process.
+        """
+        async with self._db.read() as conn:
+            rows = await conn.execute(
+                select(overflow_jobs.c.tenant_id, overflow_jobs.c.session_id)
+                .where(overflow_jobs.c.status.in_(ACTIVE))
+                .distinct()
+            )
+            return [(row.tenant_id, row.session_id) for row in rows]
+
+    async def claim(self, *, tenant_id: str, job_id: int, lease_s: float) -> bool:
+        """Lease a job to this worker; False while another worker's lease runs."""
+        now = datetime.now(UTC)
+        async with self._db.write() as conn:
+            result = await conn.execute(
+                update(overflow_jobs)
+                .where(
+                    overflow_jobs.c.tenant_id == tenant_id,
+                    overflow_jobs.c.id == job_id,
+                    (overflow_jobs.c.leased_until.is_(None)) | (overflow_jobs.c.leased_until < now),
+                )
+                .values(leased_until=now + timedelta(seconds=lease_s))
+            )
+            return result.rowcount == 1
+
+    async def _set(self, tenant_id: str, job_id: int, **values: object) -> None:
+        async with self._db.write() as conn:
+            await conn.execute(
+                update(overflow_jobs)
+                .where(overflow_jobs.c.tenant_id == tenant_id, overflow_jobs.c.id == job_id)
+                .values(**values, updated_at=datetime.now(UTC))
+            )
+
+    async def record_summary(
+        self, job: OverflowJob, *, summary: str, memory_line: str | None
+    ) -> None:
+        await self._set(
+            job.tenant_id, job.id, status="summarized", summary=summary, memory_line=memory_line
+        )
+
+    async def record_failure(self, job: OverflowJob, *, error: str, retry_at: datetime) -> None:
+        await self._set(
+            job.tenant_id,
+            job.id,
+            attempts=job.attempts + 1,
+            last_error=error[:2000],
+            next_attempt_at=retry_at,
+            leased_until=None,
+        )
+
+    async def record_memory(self, job: OverflowJob, *, memory_entry_id: str | None) -> None:
+        await self._set(
+            job.tenant_id, job.id, status="memory_written", memory_entry_id=memory_entry_id
+        )
+
+    async def abandon(self, job: OverflowJob, *, reason: str) -> None:
+        await self._set(job.tenant_id, job.id, status="abandoned", last_error=reason)
+
+    async def complete(self, job: OverflowJob, *, delete_evicted: bool) -> None:
+        """Move the window and the watermark forward (never back) and close the job."""
+        now = datetime.now(UTC)
+        owned = (sessions.c.tenant_id == job.tenant_id) & (sessions.c.id == job.session_id)
+        values: dict[str, object] = {
+            "memory_watermark_id": case(
+                (sessions.c.memory_watermark_id < job.last_message_id, job.last_message_id),
+                else_=sessions.c.memory_watermark_id,
+            )
+        }
+        if job.kind == "overflow":
+            values["window_start_id"] = case(
+                (sessions.c.window_start_id < job.next_start_id, job.next_start_id),
+                else_=sessions.c.window_start_id,
+            )
+            values["summary"] = job.summary or job.previous_summary
+        async with self._db.write() as conn:
+            await conn.execute(update(sessions).where(owned).values(**values))
+            if delete_evicted and job.kind == "overflow":
+                await conn.execute(
+                    delete(messages).where(
+                        messages.c.tenant_id == job.tenant_id,
+                        messages.c.session_id == job.session_id,
+                        messages.c.id.between(job.first_message_id, job.last_message_id),
+                    )
+                )
+            await conn.execute(
+                update(overflow_jobs)
+                .where(overflow_jobs.c.id == job.id, overflow_jobs.c.tenant_id == job.tenant_id)
+                .values(status="done", leased_until=None, updated_at=now)
+            )

@@ -1,0 +1,66 @@
+"""Window planning: whole turns leave, in batches, as a fixed id range."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+from backend.chat.window import WindowPolicy, plan_eviction
+from backend.domain.messages import Role, StoredMessage
+
+
+def turns(count: int, *, start_id: int = 1, tokens: int = 10) -> list[StoredMessage]:
+    messages = []
+    for i in range(count * 2):
+        role: Role = "user" if i % 2 == 0 else "assistant"
+        messages.append(
+            StoredMessage(
+                id=start_id + i,
+                session_id="s",
+                role=role,
+                content=f"{role} {i // 2}",
+                turn_id=f"t{i // 2}",
+                status="complete",
+                created_at=datetime(2026, 1, 1, tzinfo=UTC),
+                token_count=tokens,
+            )
+        )
+    return messages
+
+
+def test_nothing_leaves_while_the_window_fits() -> None:
+    assert plan_eviction(turns(10), WindowPolicy(max_messages=20, batch=10)) is None
+    assert plan_eviction(turns(500), WindowPolicy(max_messages=-1, batch=10)) is None
+
+
+def test_overflow_evicts_down_to_max_minus_batch_between_turns() -> None:
+    window = turns(11, start_id=100)  # 22 messages > 20
+    eviction = plan_eviction(window, WindowPolicy(max_messages=20, batch=10))
+    assert eviction is not None
+    assert (eviction.first_message_id, eviction.last_message_id) == (100, 111)
+    assert eviction.next_start_id == 112 and eviction.message_count == 12
+    assert window[eviction.message_count].role == "user"
+
+
+def test_cut_moves_forward_to_a_user_message() -> None:
+    window = turns(11)[1:]  # starts with an assistant message: 21 messages
+    eviction = plan_eviction(window, WindowPolicy(max_messages=20, batch=10))
+    assert eviction is not None
+    kept = window[eviction.message_count :]
+    assert kept[0].role == "user" and len(kept) <= 10
+
+
+def test_the_newest_turn_never_leaves() -> None:
+    window = turns(3)
+    eviction = plan_eviction(window, WindowPolicy(max_messages=1, batch=10))
+    assert eviction is not None
+    assert eviction.next_start_id == window[-2].id  # the newest user message stays
+
+
+def test_token_pressure_evicts_early() -> None:
+    window = turns(5, tokens=100)  # 1,000 tokens, 10 messages
+    policy = WindowPolicy(max_messages=50, batch=10, normal_token_limit=700)
+    eviction = plan_eviction(window, policy)
+    assert eviction is not None and eviction.reason == "tokens"
+    kept = window[eviction.message_count :]
+    assert sum(m.token_count or 0 for m in kept) <= 350
+    assert kept[0].role == "user"

@@ -1,0 +1,185 @@
+"""A fake Anthropic Messages server: `POST /v1/messages`, streamed (named SSE events, as the
+SDK ignores unnamed ones) or plain JSON.
+
+Standalone: `python -m tests.fakes.anthropic_server --port 18081` serves default replies forever.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from . import (
+    Answer,
+    Empty,
+    FakeServer,
+    HttpError,
+    RecordedRequest,
+    Reply,
+    StreamCut,
+    StreamError,
+    Text,
+    ToolCalls,
+    count_words,
+    serve_forever,
+    words,
+)
+
+ERROR_TYPES = {
+    400: "invalid_request_error",
+    401: "authentication_error",
+    403: "permission_error",
+    404: "not_found_error",
+    413: "request_too_large",
+    429: "rate_limit_error",
+    500: "api_error",
+    529: "overloaded_error",
+}
+
+Event = tuple[str, dict[str, Any]]
+
+
+class FakeAnthropicServer(FakeServer):
+    label = "anthropic"
+
+    async def route(self, request: RecordedRequest, reply: Reply) -> None:
+        if request.method == "POST" and request.path == "/v1/messages":
+            await self.play(self.next_step(request), request, reply)
+        else:
+            error = HttpError(404, f"no route for {request.method} {request.path}")
+            await reply.json(404, self.error_body(error))
+
+    def error_body(self, error: HttpError) -> object:
+        default_type = "api_error" if error.status >= 500 else "invalid_request_error"
+        kind = error.error_type or ERROR_TYPES.get(error.status, default_type)
+        return {"type": "error", "error": {"type": kind, "message": error.message}}
+
+    async def answer(self, step: Answer, request: RecordedRequest, reply: Reply) -> None:
+        body = request.body or {}
+        if not body.get("stream"):
+            await reply.json(200, _message(step, body), {"request-id": "req_fake"})
+            return
+        await reply.start_stream({"request-id": "req_fake"})
+        for name, data in _events(step, body):
+            await reply.send(f"event: {name}\ndata: {json.dumps(data)}\n\n")
+        if isinstance(step, StreamCut):
+            reply.cut()
+        else:
+            await reply.end_stream()
+
+
+def _events(step: Answer, body: dict[str, Any]) -> list[Event]:
+    """The SSE events of one reply; a cut reply stops after a few text deltas, an in-stream
+    error ends with an `error` event instead of `message_stop`."""
+    events: list[Event] = [("message_start", _message_start(body)), ("ping", {"type": "ping"})]
+    if isinstance(step, StreamCut):
+        sent = [_text_delta(0, piece) for piece in words(step.text)[: step.sent_words]]
+        return [*events, _block_start(0, {"type": "text", "text": ""}), *sent]
+    for index, (start, deltas) in enumerate(_blocks(step)):
+        events += [_block_start(index, start), *(_with_index(index, d) for d in deltas)]
+        events.append(("content_block_stop", {"type": "content_block_stop", "index": index}))
+    if isinstance(step, StreamError):
+        error = {"type": "error", "error": {"type": step.error_type, "message": step.message}}
+        return [*events, ("error", error)]
+    reason = "tool_use" if isinstance(step, ToolCalls) else "end_turn"
+    usage = {"output_tokens": _output_words(step)}
+    delta = {"stop_reason": reason, "stop_sequence": None}
+    events.append(("message_delta", {"type": "message_delta", "delta": delta, "usage": usage}))
+    return [*events, ("message_stop", {"type": "message_stop"})]
+
+
+def _blocks(step: Answer) -> list[tuple[dict[str, Any], list[dict[str, Any]]]]:
+    """Each content block as its start payload and its deltas."""
+    if isinstance(step, Empty | StreamCut):
+        return []
+    blocks: list[tuple[dict[str, Any], list[dict[str, Any]]]] = []
+    if isinstance(step, Text) and step.thinking:
+        thinking = [{"type": "thinking_delta", "thinking": p} for p in words(step.thinking)]
+        signature = [{"type": "signature_delta", "signature": "fake-signature"}]
+        blocks.append(({"type": "thinking", "thinking": "", "signature": ""}, thinking + signature))
+    if step.text:
+        text = [{"type": "text_delta", "text": piece} for piece in words(step.text)]
+        blocks.append(({"type": "text", "text": ""}, text))
+    for index, call in enumerate(step.calls if isinstance(step, ToolCalls) else ()):
+        start = {"type": "tool_use", "id": call.id or f"toolu_fake_{index}", "name": call.name}
+        arguments = call.arguments_json()
+        half = len(arguments) // 2  # the real API sends the input JSON in pieces
+        pieces = [p for p in (arguments[:half], arguments[half:]) if p]
+        deltas = [{"type": "input_json_delta", "partial_json": p} for p in pieces]
+        blocks.append(({**start, "input": {}}, deltas))
+    return blocks
+
+
+def _message_start(body: dict[str, Any]) -> dict[str, Any]:
+    message = _envelope(body, content=[], stop_reason=None)
+    message["usage"] = {"input_tokens": _input_words(body), "output_tokens": 1}
+    return {"type": "message_start", "message": message}
+
+
+def _block_start(index: int, block: dict[str, Any]) -> Event:
+    return (
+        "content_block_start",
+        {"type": "content_block_start", "index": index, "content_block": block},
+    )
+
+
+def _text_delta(index: int, text: str) -> Event:
+    return _with_index(index, {"type": "text_delta", "text": text})
+
+
+def _with_index(index: int, delta: dict[str, Any]) -> Event:
+    return ("content_block_delta", {"type": "content_block_delta", "index": index, "delta": delta})
+
+
+def _envelope(
+    body: dict[str, Any], *, content: list[Any], stop_reason: str | None
+) -> dict[str, Any]:
+    return {
+        "id": "msg_fake",
+        "type": "message",
+        "role": "assistant",
+        "model": body.get("model", "claude-fake"),
+        "content": content,
+        "stop_reason": stop_reason,
+        "stop_sequence": None,
+    }
+
+
+def _input_words(body: dict[str, Any]) -> int:
+    contents = [message.get("content") for message in body.get("messages", [])]
+    return count_words(body.get("system", "")) + count_words(contents)
+
+
+def _output_words(step: Answer) -> int:
+    if isinstance(step, Empty | StreamCut):
+        return 0
+    calls = step.calls if isinstance(step, ToolCalls) else ()
+    return count_words(step.text) + sum(count_words(c.arguments_json()) for c in calls)
+
+
+def _message(step: Answer, body: dict[str, Any]) -> dict[str, Any]:
+    """A non-streamed message; a cut or failing stream answers as if complete."""
+    content: list[dict[str, Any]] = []
+    if isinstance(step, Text) and step.thinking:
+        content.append({"type": "thinking", "thinking": step.thinking, "signature": "fake"})
+    text = "" if isinstance(step, Empty) else step.text
+    if text:
+        content.append({"type": "text", "text": text})
+    for index, call in enumerate(step.calls if isinstance(step, ToolCalls) else ()):
+        arguments = call.arguments if not isinstance(call.arguments, str) else {}
+        content.append(
+            {
+                "type": "tool_use",
+                "id": call.id or f"toolu_fake_{index}",
+                "name": call.name,
+                "input": dict(arguments),
+            }
+        )
+    reason = "tool_use" if isinstance(step, ToolCalls) else "end_turn"
+    message = _envelope(body, content=content, stop_reason=reason)
+    message["usage"] = {"input_tokens": _input_words(body), "output_tokens": _output_words(step)}
+    return message
+
+
+if __name__ == "__main__":
+    serve_forever(FakeAnthropicServer(port=18081), "A fake Anthropic Messages server.")
