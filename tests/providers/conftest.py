@@ -1,5 +1,5 @@
-"""Fixtures for the provider tests: fake vendor servers, adapters pointed at them, a clean
-environment, and a `sleep` that records instead of waiting."""
+"""Fixtures for the provider tests: fake vendor servers, adapters pointed at them, and a
+`sleep` that records instead of waiting. (tests/conftest.py clears the vendor environment.)"""
 
 from __future__ import annotations
 
@@ -14,15 +14,6 @@ from backend.settings import ProviderSettings
 from tests.fakes import RecordingSleep
 from tests.fakes.anthropic_server import FakeAnthropicServer
 from tests.fakes.openai_server import FakeOpenAIServer
-
-VENDOR_ENV = ("OPENAI_BASE_URL", "ANTHROPIC_BASE_URL", "OPENAI_API_KEY", "ANTHROPIC_API_KEY")
-
-
-@pytest.fixture(autouse=True)
-def _no_vendor_env(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The SDKs read these; a developer's real key or URL must never reach a test."""
-    for name in VENDOR_ENV:
-        monkeypatch.delenv(name, raising=False)
 
 
 @pytest.fixture
