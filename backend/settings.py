@@ -131,6 +131,8 @@ class MemorySettings(Strict):
     scope: Literal["tenant", "user"] = "tenant"
     overflow_batch: int = Field(10, ge=1)
     delete_evicted: bool = False
+    prompt_budget_tokens: int = Field(2000, ge=0)
+    retry_base_s: float = Field(2.0, gt=0)  # first backoff of a failed summary; doubles, max 300 s
     auto_summarize: AutoSummarizeSettings = AutoSummarizeSettings()
 
 
@@ -140,7 +142,7 @@ class CompactionSettings(Strict):
 
 
 class ToolSettings(Strict):
-    enabled: list[str] = Field(default_factory=lambda: ["now"])
+    enabled: list[str] = Field(default_factory=lambda: ["memory_search", "memory_write", "now"])
     max_tool_iterations: int = Field(8, ge=1, le=64)
     timeout_s: float = Field(30.0, gt=0)
 

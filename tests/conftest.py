@@ -44,6 +44,32 @@ def _postgres_url() -> str | None:
 POSTGRES_URL = _postgres_url()
 
 
+async def _create_database(url: str, name: str, *, drop: bool = False) -> None:
+    from sqlalchemy import text
+    from sqlalchemy.ext.asyncio import create_async_engine
+
+    engine = create_async_engine(url, isolation_level="AUTOCOMMIT")
+    try:
+        async with engine.connect() as conn:
+            await conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+            if not drop:
+                await conn.execute(text(f'CREATE DATABASE "{name}"'))
+    finally:
+        await engine.dispose()
+
+
+@pytest.fixture(scope="session")
+def postgres_url() -> Iterator[str | None]:
+    """A database of this test run's own, so concurrent runs never share tables."""
+    if POSTGRES_URL is None:
+        yield None
+        return
+    name = f"tally_test_{os.getpid()}"
+    asyncio.run(_create_database(POSTGRES_URL, name))
+    yield POSTGRES_URL.rsplit("/", 1)[0] + "/" + name
+    asyncio.run(_create_database(POSTGRES_URL, name, drop=True))
+
+
 async def _reset_postgres(url: str) -> None:
     """An empty `public` schema: every PostgreSQL test starts from a fresh database."""
     from sqlalchemy import text
@@ -59,16 +85,18 @@ async def _reset_postgres(url: str) -> None:
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])
-async def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+async def database_url(
+    request: pytest.FixtureRequest, tmp_path: Path, postgres_url: str | None
+) -> str:
     if request.param == "sqlite":
         return f"sqlite+aiosqlite:///{tmp_path / 'tally.db'}"
-    if POSTGRES_URL is None:
+    if postgres_url is None:
         pytest.skip(
             "PostgreSQL runs skipped: no server on 127.0.0.1:5432 "
             "(set TALLY_TEST_POSTGRES_URL to point the suite at one)"
         )
-    await _reset_postgres(POSTGRES_URL)
-    return POSTGRES_URL
+    await _reset_postgres(postgres_url)
+    return postgres_url
 
 
 @pytest.fixture

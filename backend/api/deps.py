@@ -7,10 +7,13 @@ from typing import Annotated
 
 from fastapi import Depends, Request
 
+from backend.chat.overflow import OverflowWorker
 from backend.chat.turn import TurnRunner
+from backend.memory.base import MemoryStore
 from backend.settings import Settings
 from backend.storage.database import Database
 from backend.storage.messages import MessageRepository
+from backend.storage.overflow_jobs import OverflowJobRepository
 from backend.storage.sessions import SessionRepository
 from backend.storage.tool_conversations import ToolConversationRepository
 
@@ -22,7 +25,10 @@ class Services:
     sessions: SessionRepository
     messages: MessageRepository
     tool_conversations: ToolConversationRepository
+    memory: MemoryStore
+    overflow_jobs: OverflowJobRepository
     turns: TurnRunner
+    overflow: OverflowWorker | None
     provider_name: str
     model_name: str
     is_demo: bool

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import date, datetime
 from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -140,3 +140,35 @@ class ErrorDetail(BaseModel):
 
 class ErrorBody(BaseModel):
     error: ErrorDetail
+
+
+class MemoryUpdate(Body):
+    content: Annotated[str, Field(max_length=5_000_000)]
+
+
+class ProvenancePublic(BaseModel):
+    session_id: str
+    first_message_id: int
+    last_message_id: int
+
+
+class MemoryEntryPublic(BaseModel):
+    id: str
+    date: date
+    source: str
+    content: str
+    provenance: ProvenancePublic | None
+
+
+class MemoryPublic(BaseModel):
+    content: str
+    entries: list[MemoryEntryPublic]
+    invalid_lines: list[str]
+
+
+class MemoryEntryList(BaseModel):
+    entries: list[MemoryEntryPublic]
+
+
+class RevertResponse(BaseModel):
+    session_id: str

@@ -11,13 +11,13 @@ import asyncio
 import logging
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
-from datetime import UTC, datetime
 
-from backend.chat.compiler import ModelLimits, compile_request
-from backend.chat.prompts import PromptRenderer
+from backend.chat.request_builder import RequestBuilder
+from backend.chat.tokens import TokenCounter
 from backend.chat.tool_loop import LoopOutcome, run_tool_loop
 from backend.chat.turn_lock import SessionLocks
 from backend.domain.events import (
+    TextDelta,
     ToolCallRecord,
     TurnCompleted,
     TurnEvent,
@@ -28,7 +28,6 @@ from backend.domain.ids import new_turn_id
 from backend.domain.messages import Session, StoredMessage, Usage, UserInput
 from backend.errors import EmptyReply, TallyError, TurnCancelled
 from backend.providers.base import ChatProvider
-from backend.settings import PersonaSettings
 from backend.storage.messages import MessageRepository
 from backend.storage.sessions import SessionRepository
 from backend.storage.tool_conversations import ToolConversationRepository
@@ -78,11 +77,8 @@ class TurnHandle:
         raise AssertionError("a turn always ends with TurnCompleted or TurnFailed")
 
 
-@dataclass(frozen=True, slots=True)
-class TurnSettings:
-    persona: PersonaSettings
-    model: ModelLimits
-    max_tool_iterations: int
+COMPACTION_NOTE = "_(Earlier messages were compacted to fit the model's context window.)_"
+AfterTurn = Callable[[Session, list[StoredMessage]], None]
 
 
 class TurnRunner:
@@ -94,20 +90,22 @@ class TurnRunner:
         tool_conversations: ToolConversationRepository,
         locks: SessionLocks,
         provider: ChatProvider,
-        prompts: PromptRenderer,
+        builder: RequestBuilder,
         tools: ToolRegistry,
-        settings: TurnSettings,
-        clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+        counter: TokenCounter,
+        max_tool_iterations: int,
+        after_turn: AfterTurn | None = None,
     ) -> None:
         self._sessions = sessions
         self._messages = messages
         self._tool_conversations = tool_conversations
         self._locks = locks
         self._provider = provider
-        self._prompts = prompts
+        self._builder = builder
         self._tools = tools
-        self._settings = settings
-        self._clock = clock
+        self._counter = counter
+        self._max_tool_iterations = max_tool_iterations
+        self._after_turn = after_turn
         self._tasks: set[asyncio.Task[None]] = set()
         self._running: dict[tuple[str, str], TurnHandle] = {}
 
@@ -166,8 +164,10 @@ class TurnRunner:
         if handle.is_cancel_requested:
             raise TurnCancelled("the turn was cancelled before the model was called")
         outcome = LoopOutcome()
-        error = await self._call_model(handle, session, user_message, outcome)
-        await self._finish(handle, session, user_message, outcome, error)
+        error, window = await self._call_model(handle, session, user_message, outcome)
+        reply = await self._finish(handle, session, user_message, outcome, error)
+        if self._after_turn is not None and reply is not None:
+            self._after_turn(session, [*window, reply])
 
     async def _store_user_message(
         self, handle: TurnHandle, session: Session
@@ -186,6 +186,7 @@ class TurnRunner:
             session_id=session.id,
             turn_id=handle.turn_id,
             user_input=request.user_input,
+            token_count=self._counter.count(request.user_input.text),
             idempotency_key=request.idempotency_key,
         )
 
@@ -215,30 +216,15 @@ class TurnRunner:
         session: Session,
         user_message: StoredMessage,
         outcome: LoopOutcome,
-    ) -> TallyError | None:
-        """Run the tool loop as a cancellable subtask; return the error that ended it, if any."""
+    ) -> tuple[TallyError | None, list[StoredMessage]]:
+        """Run the tool loop as a cancellable subtask; return the error that ended it, if any,
+        and the stored window the request was compiled from."""
         request = handle.request
-        settings = self._settings
-        limit = settings.persona.max_history_messages
-        window = await self._messages.window(
-            tenant_id=request.tenant_id,
-            session_id=session.id,
-            start_id=session.window_start_id,
-            limit=None if limit < 0 else limit + 1,
-        )
-        system = self._prompts.render(
-            settings.persona.system_template,
-            persona=settings.persona,
-            now=self._clock().isoformat(timespec="seconds"),
-            channel=session.channel,
-            model=settings.model.name,
-            tools=[spec.name for spec in self._tools.specs],
-            memory=[],
-            summary=session.summary,
-        )
-        chat_request = compile_request(
-            system=system, window=window, tools=self._tools.specs, model=settings.model
-        )
+        built = await self._builder.build(session, user_message)
+        if built.compaction is not None:
+            handle.emit(built.compaction)
+            handle.emit(TextDelta(COMPACTION_NOTE + "\n\n"))
+            outcome.reply_parts.append(COMPACTION_NOTE)
         context = ToolContext(request.tenant_id, session.id, handle.turn_id, session.user_key)
 
         async def record(call: ToolCallRecord) -> None:
@@ -253,10 +239,10 @@ class TurnRunner:
         async def stream() -> None:
             async for event in run_tool_loop(
                 self._provider,
-                chat_request,
+                built.request,
                 tools=self._tools,
                 context=context,
-                max_iterations=settings.max_tool_iterations,
+                max_iterations=self._max_tool_iterations,
                 record=record,
                 outcome=outcome,
             ):
@@ -266,15 +252,15 @@ class TurnRunner:
         try:
             await handle._llm_task
         except TallyError as exc:
-            return exc
+            return exc, built.window
         except asyncio.CancelledError:
             current = asyncio.current_task()
             if current is not None and current.cancelling():
                 raise  # the server is stopping, not the user
-            return TurnCancelled("the turn was cancelled")
+            return TurnCancelled("the turn was cancelled"), built.window
         finally:
             handle._llm_task = None
-        return None
+        return None, built.window
 
     async def _finish(
         self,
@@ -283,17 +269,21 @@ class TurnRunner:
         user_message: StoredMessage,
         outcome: LoopOutcome,
         error: TallyError | None,
-    ) -> None:
-        request = handle.request
+    ) -> StoredMessage | None:
+        """Store the reply (`incomplete` unless the turn finished) and emit the final event."""
         reply = outcome.reply
-        if error is None and outcome.is_complete and reply:
+        is_complete = error is None and outcome.is_complete and bool(reply)
+        stored = None
+        if reply.strip():  # the user saw these words: keep them, marked if unfinished
             stored = await self._messages.add_reply(
-                tenant_id=request.tenant_id,
+                tenant_id=session.tenant_id,
                 session_id=session.id,
                 turn_id=handle.turn_id,
                 content=reply,
-                status="complete",
+                status="complete" if is_complete else "incomplete",
+                token_count=self._counter.count(reply),
             )
+        if is_complete and stored is not None:
             handle.emit(
                 TurnCompleted(
                     session_id=session.id,
@@ -305,23 +295,13 @@ class TurnRunner:
                     tool_calls=tuple(outcome.tool_calls),
                 )
             )
-            return
+            return stored
         failure = error or EmptyReply("model", "the model stopped without a reply")
-        incomplete_id = None
-        if reply.strip():  # the user saw these words: keep them, marked incomplete
-            stored = await self._messages.add_reply(
-                tenant_id=request.tenant_id,
-                session_id=session.id,
-                turn_id=handle.turn_id,
-                content=reply,
-                status="incomplete",
-            )
-            incomplete_id = stored.id
         log.warning(
             "turn %s ended with %s (tenant %s, session %s)",
             handle.turn_id,
             failure.code,
-            request.tenant_id,
+            session.tenant_id,
             session.id,
         )
         handle.emit(
@@ -330,6 +310,7 @@ class TurnRunner:
                 message=failure.message,
                 status=failure.status,
                 retry_after=getattr(failure, "retry_after", None),
-                incomplete_message_id=incomplete_id,
+                incomplete_message_id=stored.id if stored else None,
             )
         )
+        return stored

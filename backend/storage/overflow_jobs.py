@@ -228,3 +228,49 @@ class OverflowJobRepository:
                 .where(overflow_jobs.c.id == job.id, overflow_jobs.c.tenant_id == job.tenant_id)
                 .values(status="done", leased_until=None, updated_at=now)
             )
+
+    async def done_for_range(
+        self, *, tenant_id: str, session_id: str, last_message_id: int
+    ) -> OverflowJob | None:
+        """The completed overflow job that distilled up to `last_message_id`, if any."""
+        async with self._db.read() as conn:
+            row = (
+                await conn.execute(
+                    select(overflow_jobs).where(
+                        overflow_jobs.c.tenant_id == tenant_id,
+                        overflow_jobs.c.session_id == session_id,
+                        overflow_jobs.c.kind == "overflow",
+                        overflow_jobs.c.status == "done",
+                        overflow_jobs.c.last_message_id == last_message_id,
+                    )
+                )
+            ).first()
+            return _job(row) if row is not None else None
+
+    async def revert(self, job: OverflowJob) -> bool:
+        """Undo a completed overflow: its messages return to the window, the summary and the
+        watermark go back, and the job is forgotten so the range can be summarized again.
+        False when the session moved on (a later compaction, or the window changed)."""
+        async with self._db.write() as conn:
+            result = await conn.execute(
+                update(sessions)
+                .where(
+                    sessions.c.tenant_id == job.tenant_id,
+                    sessions.c.id == job.session_id,
+                    sessions.c.window_start_id == job.next_start_id,
+                )
+                .values(
+                    window_start_id=job.first_message_id,
+                    summary=job.previous_summary,
+                    memory_watermark_id=job.memory_from_id - 1,
+                    updated_at=datetime.now(UTC),
+                )
+            )
+            if result.rowcount != 1:
+                return False
+            await conn.execute(
+                delete(overflow_jobs).where(
+                    overflow_jobs.c.tenant_id == job.tenant_id, overflow_jobs.c.id == job.id
+                )
+            )
+            return True

@@ -30,19 +30,20 @@ class ToolRegistry:
 
     @classmethod
     def from_names(
-        cls, names: Iterable[str], *, extra: Iterable[Tool] = (), timeout_s: float = 30.0
+        cls, names: Iterable[str], *, available: Iterable[Tool] = (), timeout_s: float = 30.0
     ) -> ToolRegistry:
-        """Built-in tools named in config, plus tools the embedding application supplies."""
-        extra_tools = {tool.name: tool for tool in extra}
+        """The tools named in config (`tools.enabled`), taken from `available` (tools built by
+        the application, such as the memory tools) or the built-in ones."""
+        offered = {tool.name: tool for tool in available}
         tools: list[Tool] = []
         for name in names:
-            if name in extra_tools:
-                tools.append(extra_tools.pop(name))
+            if name in offered:
+                tools.append(offered[name])
             elif name in BUILTIN_TOOLS:
                 tools.append(BUILTIN_TOOLS[name]())
             else:
                 raise ConfigError(f"tools.enabled: unknown tool {name!r}")
-        return cls([*tools, *extra_tools.values()], timeout_s=timeout_s)
+        return cls(tools, timeout_s=timeout_s)
 
     async def execute(self, call: ToolCall, context: ToolContext) -> ToolCallRecord:
         """Run one call. Every failure becomes an error result the model can read."""

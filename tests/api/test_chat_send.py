@@ -13,7 +13,7 @@ from backend.domain.messages import ToolCall
 from backend.errors import ProviderUnavailable
 from backend.providers.scripted import ScriptedProvider, ScriptedStreamCut, ScriptedToolCalls
 from backend.settings import Settings
-from tests.conftest import serve
+from tests.conftest import make_settings, serve
 from tests.sse import read_events, stream_turn
 
 
@@ -293,12 +293,14 @@ async def test_template_syntax_in_messages_and_summary_stays_literal(settings: S
     assert request.messages[-1].content == "{{ 7*7 }}"
 
 
-async def test_window_sends_at_most_max_history_messages(database_url: str, tmp_path: Path) -> None:
-    from tests.conftest import make_settings
-
+async def test_window_sends_at_most_max_history_messages_even_while_summaries_fail(
+    database_url: str, tmp_path: Path
+) -> None:
     settings = make_settings(database_url, tmp_path, persona={"max_history_messages": 4})
     provider = ScriptedProvider(replies=["r"])
-    async with serve(create_app(settings, provider=provider)) as client:
+    failing_summarizer = ScriptedProvider(replies=[""])  # every summary comes back empty
+    app = create_app(settings, provider=provider, summarizer_provider=failing_summarizer)
+    async with serve(app) as client:
         session_id = await new_session(client)
         for i in range(5):
             await client.post("/api/chat/send", json={"session_id": session_id, "message": f"m{i}"})

@@ -1,0 +1,108 @@
+"""Memory routes: the caller's MEMORY.md, its entries, search, delete and revert."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Query, Response
+
+from backend.api.deps import ServicesDep, TenantDep
+from backend.api.schemas import (
+    MemoryEntryList,
+    MemoryEntryPublic,
+    MemoryPublic,
+    MemoryUpdate,
+    ProvenancePublic,
+    RevertResponse,
+)
+from backend.chat.revert import revert_compaction
+from backend.memory.entries import MemoryDocument, MemoryEntry
+
+router = APIRouter(prefix="/api/memory", tags=["memory"])
+
+UserScope = Annotated[
+    str, Query(alias="user", max_length=200, description="end user (memory.scope: user)")
+]
+
+
+def entry_public(entry: MemoryEntry) -> MemoryEntryPublic:
+    provenance = entry.provenance
+    return MemoryEntryPublic(
+        id=entry.id,
+        date=entry.date,
+        source=entry.source_kind,
+        content=entry.content,
+        provenance=None
+        if provenance is None
+        else ProvenancePublic(
+            session_id=provenance.session_id,
+            first_message_id=provenance.first_message_id,
+            last_message_id=provenance.last_message_id,
+        ),
+    )
+
+
+def memory_public(document: MemoryDocument) -> MemoryPublic:
+    return MemoryPublic(
+        content=document.content,
+        entries=[entry_public(e) for e in document.entries],
+        invalid_lines=[line for _, line in document.invalid_lines],
+    )
+
+
+@router.get("")
+async def read_memory(
+    services: ServicesDep, tenant_id: TenantDep, user: UserScope = ""
+) -> MemoryPublic:
+    return memory_public(await services.memory.read(tenant_id=tenant_id, scope_key=user))
+
+
+@router.put("")
+async def replace_memory(
+    body: MemoryUpdate, services: ServicesDep, tenant_id: TenantDep, user: UserScope = ""
+) -> MemoryPublic:
+    document = await services.memory.replace(
+        tenant_id=tenant_id, scope_key=user, content=body.content
+    )
+    return memory_public(document)
+
+
+@router.get("/entries")
+async def search_entries(
+    services: ServicesDep,
+    tenant_id: TenantDep,
+    q: Annotated[str, Query(max_length=500)] = "",
+    limit: Annotated[int, Query(ge=1, le=500)] = 50,
+    user: UserScope = "",
+) -> MemoryEntryList:
+    if q.strip():
+        entries = await services.memory.search(
+            tenant_id=tenant_id, scope_key=user, query=q, limit=limit
+        )
+    else:
+        entries = await services.memory.recent(tenant_id=tenant_id, scope_key=user, limit=limit)
+    return MemoryEntryList(entries=[entry_public(e) for e in entries])
+
+
+@router.delete("/entries/{entry_id}", status_code=204)
+async def delete_entry(
+    entry_id: str, services: ServicesDep, tenant_id: TenantDep, user: UserScope = ""
+) -> Response:
+    await services.memory.delete(tenant_id=tenant_id, scope_key=user, entry_id=entry_id)
+    return Response(status_code=204)
+
+
+@router.post("/entries/{entry_id}/revert")
+async def revert_entry(
+    entry_id: str, services: ServicesDep, tenant_id: TenantDep, user: UserScope = ""
+) -> RevertResponse:
+    """Undo the compaction that wrote this entry: the entry goes, its turns return."""
+    session_id = await revert_compaction(
+        tenant_id=tenant_id,
+        scope_key=user,
+        entry_id=entry_id,
+        memory=services.memory,
+        jobs=services.overflow_jobs,
+        messages=services.messages,
+    )
+    return RevertResponse(session_id=session_id)

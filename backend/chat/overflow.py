@@ -1,0 +1,243 @@
+"""The overflow summarizer as a tracked background job, serialized per session.
+
+After each turn `after_turn` checks (in memory, no I/O) whether the window overflowed or the
+automatic memory write is due; if so one drain task per session journals a job and walks it
+through its steps (see storage/overflow_jobs.py). A failed summary evicts nothing: the job
+waits with backoff and is retried, then with the fallback model. The user's turn never waits.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from datetime import UTC, date, datetime, timedelta
+
+from backend.chat.failpoints import Failpoints
+from backend.chat.summarizer import Summarizer, SummaryFailed
+from backend.chat.window import WindowPolicy, plan_eviction
+from backend.domain.messages import Session, StoredMessage
+from backend.errors import SessionNotFound, TallyError
+from backend.memory.base import MemoryStore
+from backend.memory.entries import NewEntry, Provenance
+from backend.storage.messages import MessageRepository
+from backend.storage.overflow_jobs import OverflowJob, OverflowJobRepository
+from backend.storage.sessions import SessionRepository
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class OverflowPolicy:
+    window: WindowPolicy
+    auto_min_messages: int = 30
+    auto_min_chars: int = 15_000
+    delete_evicted: bool = False
+    scope_by_user: bool = False
+    language: str = "en"
+    retries_per_model: int = 3
+    retry_base_s: float = 2.0
+    retry_max_s: float = 300.0
+    lease_s: float = 600.0
+
+
+def auto_write_range(
+    window: Sequence[StoredMessage], *, watermark: int, policy: OverflowPolicy
+) -> tuple[int, int] | None:
+    """The (first, last) ids the automatic memory write should distill now, if due."""
+    fresh = [m for m in window if m.id > watermark]
+    while fresh and fresh[-1].role != "assistant":  # whole turns only
+        fresh.pop()
+    chars = sum(len(m.content) for m in fresh)
+    if fresh and (len(fresh) >= policy.auto_min_messages or chars >= policy.auto_min_chars):
+        return fresh[0].id, fresh[-1].id
+    return None
+
+
+class OverflowWorker:
+    def __init__(
+        self,
+        *,
+        jobs: OverflowJobRepository,
+        sessions: SessionRepository,
+        messages: MessageRepository,
+        memory: MemoryStore,
+        summarizer: Summarizer,
+        policy: OverflowPolicy,
+        failpoints: Failpoints,
+        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+    ) -> None:
+        self._jobs = jobs
+        self._sessions = sessions
+        self._messages = messages
+        self._memory = memory
+        self._summarizer = summarizer
+        self._policy = policy
+        self._failpoints = failpoints
+        self._sleep = sleep
+        self._drains: dict[tuple[str, str], asyncio.Task[None]] = {}
+
+    def after_turn(self, session: Session, window: Sequence[StoredMessage]) -> None:
+        key = (session.tenant_id, session.id)
+        if key in self._drains:
+            return  # a drain is running; it plans again when its job is done
+        is_due = plan_eviction(window, self._policy.window) is not None or (
+            auto_write_range(window, watermark=session.memory_watermark_id, policy=self._policy)
+            is not None
+        )
+        if is_due:
+            self._spawn(key)
+
+    async def resume(self) -> None:
+        """Pick up every unfinished job after a restart."""
+        for key in await self._jobs.sessions_with_active_jobs():
+            self._spawn(key)
+
+    async def wait_idle(self) -> None:
+        """Until no drain runs (tests and shutdown)."""
+        while self._drains:
+            await asyncio.gather(*list(self._drains.values()), return_exceptions=True)
+
+    async def aclose(self) -> None:
+        for task in list(self._drains.values()):
+            task.cancel()
+        await asyncio.gather(*list(self._drains.values()), return_exceptions=True)
+
+    def _spawn(self, key: tuple[str, str]) -> None:
+        if key in self._drains:
+            return
+        task = asyncio.create_task(self._drain(*key), name=f"overflow {key[1]}")
+        self._drains[key] = task
+        task.add_done_callback(lambda _: self._drains.pop(key, None))
+
+    async def _drain(self, tenant_id: str, session_id: str) -> None:
+        try:
+            while True:
+                jobs = await self._jobs.active(tenant_id=tenant_id, session_id=session_id)
+                job = jobs[0] if jobs else await self._plan(tenant_id, session_id)
+                if job is None or not await self._run_when_due(job):
+                    return
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            log.exception("overflow drain failed (tenant %s, session %s)", tenant_id, session_id)
+
+    async def _plan(self, tenant_id: str, session_id: str) -> OverflowJob | None:
+        try:
+            session = await self._sessions.get(tenant_id=tenant_id, session_id=session_id)
+        except SessionNotFound:
+            return None
+        window = await self._messages.window(
+            tenant_id=tenant_id, session_id=session_id, start_id=session.window_start_id, limit=None
+        )
+        scope_key = (session.user_key or "") if self._policy.scope_by_user else ""
+        watermark = session.memory_watermark_id
+        eviction = plan_eviction(window, self._policy.window)
+        if eviction is not None:
+            first, last, next_start = (
+                eviction.first_message_id,
+                eviction.last_message_id,
+                eviction.next_start_id,
+            )
+            kind = "overflow"
+        elif (auto := auto_write_range(window, watermark=watermark, policy=self._policy)) is None:
+            return None
+        else:
+            (first, last), next_start, kind = auto, session.window_start_id, "auto"
+        return await self._jobs.create(
+            tenant_id=tenant_id,
+            session_id=session_id,
+            scope_key=scope_key,
+            kind=kind,  # type: ignore[arg-type]
+            first_message_id=first,
+            last_message_id=last,
+            next_start_id=next_start,
+            memory_from_id=max(first, watermark + 1),
+            previous_summary=session.summary,
+        )
+
+    async def _run_when_due(self, job: OverflowJob) -> bool:
+        """Run the job's remaining steps; False when another worker holds it."""
+        if job.next_attempt_at is not None:
+            delay = (job.next_attempt_at - datetime.now(UTC)).total_seconds()
+            if delay > 0:
+                await self._sleep(delay)
+        if not await self._jobs.claim(
+            tenant_id=job.tenant_id, job_id=job.id, lease_s=self._policy.lease_s
+        ):
+            return False
+        try:
+            await self._advance(job)
+        except TallyError as exc:
+            await self._retry_later(job, exc)
+        return True
+
+    async def _advance(self, job: OverflowJob) -> None:
+        if job.status == "pending":
+            messages = await self._messages.between(
+                tenant_id=job.tenant_id,
+                session_id=job.session_id,
+                first_id=job.first_message_id,
+                last_id=job.last_message_id,
+            )
+            if not messages:
+                await self._jobs.abandon(job, reason="the messages no longer exist")
+                return
+            model = self._summarizer.model_for(
+                job.attempts, retries_per_model=self._policy.retries_per_model
+            )
+            output = await self._summarizer.summarize(
+                model,
+                messages=messages,
+                memory_from_id=job.memory_from_id,
+                previous_summary=job.previous_summary,
+                language=self._policy.language,
+            )
+            await self._jobs.record_summary(
+                job, summary=output.summary, memory_line=output.memory_text or None
+            )
+            self._failpoints.hit("overflow.summarized")
+            job = await self._jobs.get(tenant_id=job.tenant_id, job_id=job.id)
+        if job.status == "summarized":
+            entry_id = await self._write_memory(job)
+            await self._jobs.record_memory(job, memory_entry_id=entry_id)
+            self._failpoints.hit("overflow.memory_written")
+        await self._jobs.complete(job, delete_evicted=self._policy.delete_evicted)
+        self._failpoints.hit("overflow.done")
+
+    async def _write_memory(self, job: OverflowJob) -> str | None:
+        if not job.memory_line:
+            return None  # "nothing to record": the range leaves with no memory line
+        entry = await self._memory.append_once(
+            tenant_id=job.tenant_id,
+            scope_key=job.scope_key,
+            entry=NewEntry(
+                date=date.today(),
+                source="auto-overflow" if job.kind == "overflow" else "auto-summary",
+                content=job.memory_line,
+                provenance=Provenance(job.session_id, job.memory_from_id, job.last_message_id),
+            ),
+        )
+        return entry.id
+
+    async def _retry_later(self, job: OverflowJob, error: TallyError) -> None:
+        backoff = min(self._policy.retry_base_s * 2**job.attempts, self._policy.retry_max_s)
+        delay = backoff * (0.5 + random.random())
+        log.warning(
+            "overflow job %s failed (%s, attempt %s, tenant %s, session %s); retry in %.1f s",
+            job.id,
+            error.code,
+            job.attempts + 1,
+            job.tenant_id,
+            job.session_id,
+            delay,
+        )
+        retry_at = datetime.now(UTC) + timedelta(seconds=delay)
+        await self._jobs.record_failure(
+            job, error=f"{error.code}: {error.message}", retry_at=retry_at
+        )
+
+
+__all__ = ["OverflowPolicy", "OverflowWorker", "SummaryFailed", "auto_write_range"]

@@ -1,0 +1,122 @@
+"""Gathers what one turn's request needs (window, memory, summary) and compiles it in budget."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime
+
+from backend.chat.budget import COMPACTION_NOTICE, Budget, fit_messages
+from backend.chat.compiler import ModelLimits, compile_request
+from backend.chat.memory_context import MemoryContext
+from backend.chat.prompts import PromptRenderer
+from backend.chat.tokens import MESSAGE_OVERHEAD, TokenCounter
+from backend.domain.events import Compacted
+from backend.domain.messages import Session, StoredMessage
+from backend.domain.requests import ChatRequest, RequestMessage
+from backend.settings import PersonaSettings
+from backend.storage.messages import MessageRepository
+from backend.tools.registry import ToolRegistry
+
+
+@dataclass(frozen=True, slots=True)
+class BuiltRequest:
+    request: ChatRequest
+    window: list[StoredMessage]  # the stored window the request was compiled from
+    compaction: Compacted | None
+
+
+@dataclass(frozen=True, slots=True)
+class RequestSettings:
+    persona: PersonaSettings
+    model: ModelLimits
+    budget: Budget
+    scope_by_user: bool
+
+
+class RequestBuilder:
+    def __init__(
+        self,
+        *,
+        messages: MessageRepository,
+        prompts: PromptRenderer,
+        tools: ToolRegistry,
+        memory: MemoryContext | None,
+        counter: TokenCounter,
+        settings: RequestSettings,
+        clock: Callable[[], datetime],
+    ) -> None:
+        self._messages = messages
+        self._prompts = prompts
+        self._tools = tools
+        self._memory = memory
+        self._counter = counter
+        self._settings = settings
+        self._clock = clock
+
+    async def build(self, session: Session, user_message: StoredMessage) -> BuiltRequest:
+        settings = self._settings
+        limit = settings.persona.max_history_messages
+        window = await self._messages.window(
+            tenant_id=session.tenant_id,
+            session_id=session.id,
+            start_id=session.window_start_id,
+            limit=None if limit < 0 else limit + 1,
+        )
+        memory_lines: list[str] = []
+        if self._memory is not None:
+            scope_key = (session.user_key or "") if settings.scope_by_user else ""
+            memory_lines = await self._memory.lines(
+                tenant_id=session.tenant_id, scope_key=scope_key, query=user_message.content
+            )
+        system = self._render_system(session, memory_lines)
+        request = compile_request(
+            system=system, window=window, tools=self._tools.specs, model=settings.model
+        )
+        return self._fit(request, window)
+
+    def _render_system(self, session: Session, memory_lines: list[str]) -> str:
+        settings = self._settings
+        return self._prompts.render(
+            settings.persona.system_template,
+            persona=settings.persona,
+            now=self._clock().isoformat(timespec="seconds"),
+            channel=session.channel,
+            model=settings.model.name,
+            tools=[spec.name for spec in self._tools.specs],
+            memory=memory_lines,
+            summary=session.summary,
+        )
+
+    def _fit(self, request: ChatRequest, window: list[StoredMessage]) -> BuiltRequest:
+        """Apply the emergency budget: drop the oldest turns from the request, not storage."""
+        sent_from = window[len(window) - len(request.messages) :]
+        counts = [
+            self._count(stored, sent)
+            for stored, sent in zip(sent_from, request.messages, strict=True)
+        ]
+        fixed = self._counter.count_request(dataclasses.replace(request, messages=()))
+        fitted = fit_messages(
+            request.messages, counts, fixed_tokens=fixed, budget=self._settings.budget
+        )
+        if not fitted.dropped:
+            return BuiltRequest(request, window, None)
+        compacted = dataclasses.replace(
+            request,
+            system=request.system + "\n" + COMPACTION_NOTICE + "\n",
+            messages=fitted.messages,
+        )
+        event = Compacted(
+            reason="emergency",
+            tokens_before=fitted.tokens_before,
+            tokens_after=fitted.tokens_after,
+            dropped_messages=fitted.dropped,
+        )
+        return BuiltRequest(compacted, window, event)
+
+    def _count(self, stored: StoredMessage, sent: RequestMessage) -> int:
+        # Counts stored at write time spare a re-count of the whole window every turn.
+        if stored.token_count is not None and not sent.images:
+            return stored.token_count + MESSAGE_OVERHEAD
+        return self._counter.count_message(sent)

@@ -1,0 +1,322 @@
+"""The MEMORY.md line format: neutralising, formatting, parsing, rendering, ranking. No I/O.
+
+One entry a line, `YYYY-MM-DD|source|content`. The invariants every store relies on:
+
+- A formatted entry is exactly one line with exactly two `|`: `neutralise` replaces every line
+  break that `str.splitlines` knows (and every other control character) with a space and every
+  `|` with `¦`, so no content can forge a second entry or shift a field.
+- Lines that are not entries (comments, blank lines, lines that do not parse) are kept verbatim
+  and rendered back in place; a line that does not parse is reported, never dropped.
+- A summarizer entry carries its provenance in the source, `kind@<session_id>:<first>-<last>`,
+  and `parse_document(render(...))` gives the same provenance back.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from functools import cached_property
+
+from backend.errors import InvalidInput
+
+MAX_SOURCE_LENGTH = 200  # the `memory_entries.source` column; both stores share the limit
+
+# C0 and C1 controls cover \n \r \v \f \x1c-\x1e \x85; U+2028/2029 are the Unicode separators.
+_BREAKS = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]+")
+_SURROGATES = re.compile(r"[\ud800-\udfff]")
+_ENTRY = re.compile(r"(\d{4}-\d{2}-\d{2})\|([^|]*)\|(.*)", re.DOTALL)
+_PROVENANCE = re.compile(
+    r"(?P<kind>[^@]+)@(?P<session>[A-Za-z0-9_-]{1,36}):(?P<first>\d{1,18})-(?P<last>\d{1,18})"
+)
+_SESSION_ID = re.compile(r"[A-Za-z0-9_-]{1,36}")
+_WORDS = re.compile(r"\w+")
+_CJK_RUNS = re.compile(
+    r"([\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff\U00020000-\U0002ffff]+)"
+)
+
+
+def neutralise(text: str) -> str:
+    """`text` as one safe line: no line break, no control character, no `|`, no lone surrogate.
+
+    Runs of breaks become one space (so `\\r\\n` is one space), `|` becomes `¦`, and the
+    result is stripped. Neutralising twice changes nothing.
+    """
+    text = _SURROGATES.sub("\ufffd", text)
+    return _BREAKS.sub(" ", text).replace("|", "¦").strip()
+
+
+def format_line(date: dt.date, source: str, content: str) -> str:
+    """One entry line; `source` and `content` are neutralised, so it cannot hold a second entry."""
+    return f"{date.isoformat()}|{neutralise(source)}|{neutralise(content)}"
+
+
+@dataclass(frozen=True)
+class Provenance:
+    """Which messages a summarizer entry distilled: a fixed id range of one session."""
+
+    session_id: str
+    first_message_id: int
+    last_message_id: int
+
+    def __post_init__(self) -> None:
+        # Checked here so that every Provenance encodes into a source that parses back.
+        if not _SESSION_ID.fullmatch(self.session_id):
+            raise InvalidInput(f"provenance session id {self.session_id!r} is not an id")
+        if not 0 <= self.first_message_id <= self.last_message_id < 10**18:
+            raise InvalidInput("provenance message ids must form a range first <= last")
+
+    def encode(self) -> str:
+        return f"{self.session_id}:{self.first_message_id}-{self.last_message_id}"
+
+
+def compose_source(kind: str, provenance: Provenance | None) -> str:
+    """The source field: the kind alone, or `kind@<session_id>:<first>-<last>`."""
+    return kind if provenance is None else f"{kind}@{provenance.encode()}"
+
+
+def split_source(source: str) -> tuple[str, Provenance | None]:
+    """(kind, provenance) of a source field; a source without valid provenance is all kind."""
+    match = _PROVENANCE.fullmatch(source)
+    if match is None or int(match["first"]) > int(match["last"]):
+        return source, None
+    provenance = Provenance(match["session"], int(match["first"]), int(match["last"]))
+    return match["kind"], provenance
+
+
+@dataclass(frozen=True)
+class MemoryEntry:
+    """One stored fact. `id` is opaque and stable; `source` is the whole field, provenance too."""
+
+    id: str
+    date: dt.date
+    source: str
+    content: str
+
+    @cached_property
+    def provenance(self) -> Provenance | None:
+        return split_source(self.source)[1]
+
+    @cached_property
+    def source_kind(self) -> str:
+        return split_source(self.source)[0]
+
+    @property
+    def line(self) -> str:
+        return format_line(self.date, self.source, self.content)
+
+
+@dataclass(frozen=True)
+class NewEntry:
+    """An entry to write. `source` is the kind (`manual`, `auto-overflow`...); `date` defaults
+    to today (UTC) when the store writes it."""
+
+    source: str
+    content: str
+    date: dt.date | None = None
+    provenance: Provenance | None = None
+
+
+@dataclass(frozen=True)
+class EntryFields:
+    """A validated, neutralised NewEntry: what a store writes."""
+
+    date: dt.date
+    kind: str
+    content: str
+    provenance: Provenance | None
+
+    @property
+    def source(self) -> str:
+        return compose_source(self.kind, self.provenance)
+
+    @property
+    def line(self) -> str:
+        return format_line(self.date, self.source, self.content)
+
+
+def prepare_entry(entry: NewEntry, *, today: dt.date) -> EntryFields:
+    """Neutralise and check a new entry. `@` is reserved for provenance, so a kind cannot fake
+    one: it becomes `＠`. Raises InvalidInput for an empty or over-long field."""
+    kind = neutralise(entry.source).replace("@", "＠")
+    content = neutralise(entry.content)
+    if not kind or len(kind) > MAX_SOURCE_LENGTH:
+        raise InvalidInput(f"a memory source must have 1 to {MAX_SOURCE_LENGTH} characters")
+    if not content:
+        raise InvalidInput("a memory entry needs some content")
+    return EntryFields(entry.date or today, kind, content, entry.provenance)
+
+
+@dataclass(frozen=True)
+class DocumentLine:
+    """One line as stored (`text`, verbatim) and the entry it holds, if it holds one."""
+
+    text: str
+    entry: MemoryEntry | None = None
+
+    @property
+    def is_comment(self) -> bool:
+        """A `#` line or a blank line: header and commentary, kept as is."""
+        return self.entry is None and (self.text.startswith("#") or not self.text.strip())
+
+    @property
+    def is_invalid(self) -> bool:
+        return self.entry is None and not self.is_comment
+
+
+@dataclass(frozen=True)
+class MemoryDocument:
+    """A whole MEMORY.md: every line in order, entries and verbatim lines alike."""
+
+    lines: tuple[DocumentLine, ...]
+
+    @cached_property
+    def entries(self) -> tuple[MemoryEntry, ...]:
+        return tuple(line.entry for line in self.lines if line.entry is not None)
+
+    @cached_property
+    def invalid_lines(self) -> tuple[tuple[int, str], ...]:
+        """(1-based line number, text) of every line that is neither an entry nor a comment."""
+        return tuple(
+            (number, _displayable(line.text))
+            for number, line in enumerate(self.lines, start=1)
+            if line.is_invalid
+        )
+
+    @property
+    def header(self) -> tuple[str, ...]:
+        """The comment and blank lines before the first entry or invalid line."""
+        header: list[str] = []
+        for line in self.lines:
+            if not line.is_comment:
+                break
+            header.append(line.text)
+        return tuple(header)
+
+    @cached_property
+    def stored_text(self) -> str:
+        """The exact text to store; undecodable bytes of a hand-edited file stay as escapes."""
+        return render_lines(line.text for line in self.lines)
+
+    @cached_property
+    def content(self) -> str:
+        """The MEMORY.md text for display (API, prompts): `stored_text`, always valid Unicode."""
+        return _displayable(self.stored_text)
+
+
+def _displayable(text: str) -> str:
+    return _SURROGATES.sub("\ufffd", text)
+
+
+def render_lines(lines: Iterable[str]) -> str:
+    """Lines joined by `\\n`, with a final newline when there is any line."""
+    return "".join(f"{line}\n" for line in lines)
+
+
+def render_document(header: Sequence[str], entries: Sequence[MemoryEntry]) -> str:
+    """MEMORY.md text for a header and entries, one formatted line per entry."""
+    return render_lines([*header, *(entry.line for entry in entries)])
+
+
+def parse_line(text: str, entry_id: str) -> MemoryEntry | None:
+    """The entry on one line, or None when the line is not a well-formed entry.
+
+    Well-formed: a real ISO date, a source of 1 to MAX_SOURCE_LENGTH characters (its kind, when
+    it carries provenance) and non-empty content. Content after the second `|` is taken whole
+    and neutralised, so a hand-written `|` in it is read, not rejected.
+    """
+    match = _ENTRY.fullmatch(text)
+    if match is None or _SURROGATES.search(text):
+        return None
+    try:
+        date = dt.date.fromisoformat(match[1])
+    except ValueError:
+        return None
+    source, content = neutralise(match[2]), neutralise(match[3])
+    kind = split_source(source)[0]
+    if not kind or len(kind) > MAX_SOURCE_LENGTH or not content:
+        return None
+    return MemoryEntry(id=entry_id, date=date, source=source, content=content)
+
+
+def parse_document(text: str) -> MemoryDocument:
+    """Every line of `text` (split as `str.splitlines` does), each entry with a content-derived id.
+
+    An entry's id is the first 12 hex digits of the sha256 of its line, with `-<n>` for the n-th
+    copy of a duplicated line: stable across appends, since earlier lines never change.
+    """
+    lines: list[DocumentLine] = []
+    seen: dict[str, int] = {}
+    for text_line in text.splitlines():
+        digest = hashlib.sha256(text_line.encode("utf-8", "surrogateescape")).hexdigest()[:12]
+        seen[digest] = seen.get(digest, 0) + 1
+        entry_id = digest if seen[digest] == 1 else f"{digest}-{seen[digest]}"
+        lines.append(DocumentLine(text_line, parse_line(text_line, entry_id)))
+    return MemoryDocument(tuple(lines))
+
+
+def standard_header(tenant_id: str, scope_key: str) -> tuple[str, ...]:
+    """The header a new MEMORY.md starts with; the default tenant's is the top-level file's."""
+    if scope_key:
+        owner = f"for one user of tenant {tenant_id}"
+    else:
+        owner = "for the default tenant" if tenant_id == "default" else f"for tenant {tenant_id}"
+    return (
+        f"# MEMORY.md — Tally's long-term memory {owner}",
+        "#",
+        "# One entry per line: YYYY-MM-DD|source|content",
+        "#   source: web, api, telegram:<chat>, auto-overflow, manual, ...",
+        '#   content: one line; line breaks and "|" are replaced before writing.',
+        '# Lines starting with "#" are comments. Entries are appended below.',
+    )
+
+
+def with_header(lines: Sequence[DocumentLine], header: Sequence[str]) -> list[DocumentLine]:
+    """`lines`, led by `header` unless they already start with a comment line."""
+    if lines and lines[0].text.startswith("#"):
+        return list(lines)
+    return [*(DocumentLine(text) for text in header), *lines]
+
+
+def normalise_replacement(content: str, header: Sequence[str]) -> str:
+    """The text to store for PUT /api/memory: entries re-formatted with neutralised fields,
+    every other line kept verbatim, the standard header put back if the text has none.
+
+    Raises InvalidInput for NUL or lone surrogates, which no store can keep faithfully.
+    """
+    if "\x00" in content or _SURROGATES.search(content):
+        raise InvalidInput("memory text must be valid Unicode without NUL characters")
+    lines = [
+        line if line.entry is None else DocumentLine(line.entry.line)
+        for line in parse_document(content).lines
+    ]
+    return render_lines(line.text for line in with_header(lines, header))
+
+
+def search_terms(query: str) -> list[str]:
+    """Case-folded words of `query`; runs of CJK characters become overlapping bigrams, since
+    Chinese and Japanese put no spaces between words."""
+    terms: list[str] = []
+    for word in _WORDS.findall(query.casefold()):
+        for part in _CJK_RUNS.split(word):
+            if _CJK_RUNS.fullmatch(part) and len(part) > 1:
+                terms.extend(part[i : i + 2] for i in range(len(part) - 1))
+            elif part:
+                terms.append(part)
+    return list(dict.fromkeys(terms))
+
+
+def rank_entries(entries: Sequence[MemoryEntry], query: str, limit: int) -> list[MemoryEntry]:
+    """Entries whose content contains any term of `query` (case-insensitive, substring),
+    best first: more matching terms, then newer date, then later in the document."""
+    terms = search_terms(query)
+    scored = []
+    for position, entry in enumerate(entries):
+        content = entry.content.casefold()
+        matches = sum(1 for term in terms if term in content)
+        if matches:
+            scored.append((matches, entry.date, position, entry))
+    scored.sort(key=lambda item: item[:3], reverse=True)
+    return [entry for *_, entry in scored[:limit]]

@@ -1,0 +1,187 @@
+"""The overflow summarizer end to end: the window rolls, every evicted message reaches memory
+exactly once, and a fact from the first turn is still in the prompt three hundred turns later."""
+
+from __future__ import annotations
+
+import asyncio
+import shutil
+from pathlib import Path
+from typing import Any
+
+import httpx
+from sqlalchemy import select
+
+from backend.app import create_app
+from backend.errors import ProviderTimeout, ProviderUnavailable
+from backend.memory.entries import parse_document
+from backend.providers.scripted import ScriptedProvider
+from backend.storage.tables import messages, overflow_jobs, sessions
+from tests.conftest import ROOT, make_settings, serve
+from tests.fakes.summarizer import EchoSummarizer
+
+EMAIL = "ada.lovelace@example.org"
+GOOD_SUMMARY = "## Memory\n- the user likes tea\n\n## Summary\nSmall talk about tea."
+
+
+def overflow_settings(database_url: str, tmp_path: Path, **memory: Any) -> Any:
+    return make_settings(
+        database_url,
+        tmp_path,
+        persona={"max_history_messages": 20},
+        memory={"path": str(tmp_path / "MEMORY.md"), "overflow_batch": 10, **memory},
+    )
+
+
+async def send(client: httpx.AsyncClient, session_id: str, text: str) -> dict[str, Any]:
+    response = await client.post("/api/chat/send", json={"session_id": session_id, "message": text})
+    assert response.status_code == 200, response.text
+    body: dict[str, Any] = response.json()
+    return body
+
+
+async def window_size(client: httpx.AsyncClient, session_id: str) -> int:
+    page = (await client.get(f"/api/chat/sessions/{session_id}/messages")).json()
+    return len(page["messages"])
+
+
+def covered_ids(memory_text: str, session_id: str) -> list[int]:
+    ids: list[int] = []
+    for entry in parse_document(memory_text).entries:
+        provenance = entry.provenance
+        assert provenance is not None and provenance.session_id == session_id
+        ids += range(provenance.first_message_id, provenance.last_message_id + 1)
+    return ids
+
+
+async def test_three_hundred_turns_roll_the_window_and_keep_every_fact(
+    database_url: str, tmp_path: Path
+) -> None:
+    chat = ScriptedProvider(replies=["noted"])
+    summarizer = EchoSummarizer()
+    app = create_app(
+        overflow_settings(database_url, tmp_path), provider=chat, summarizer_provider=summarizer
+    )
+    largest_window = 0
+    async with serve(app) as client:
+        session_id = (await client.post("/api/chat/sessions", json={})).json()["id"]
+        await send(client, session_id, f"hello, my email is {EMAIL}")
+        for turn in range(2, 300):
+            await send(client, session_id, f"message number {turn}")
+            await app.state.services.overflow.wait_idle()
+            largest_window = max(largest_window, await window_size(client, session_id))
+        await send(client, session_id, "what is my email address?")
+        await app.state.services.overflow.wait_idle()
+        async with app.state.services.database.read() as conn:
+            stored = (await conn.execute(select(messages.c.id).order_by(messages.c.id))).all()
+            session = (await conn.execute(select(sessions))).one()
+    memory_text = (tmp_path / "MEMORY.md").read_text(encoding="utf-8")
+
+    assert len(stored) == 600  # nothing lost: evicted messages stay archived
+    evicted = [row.id for row in stored if row.id < session.window_start_id]
+    covered = covered_ids(memory_text, session_id)
+    assert len(covered) == len(set(covered)), "a message was distilled twice"
+    assert set(evicted) <= set(covered), "an evicted message never reached memory"
+    assert set(covered) <= {row.id for row in stored if row.id <= session.memory_watermark_id}
+    assert largest_window <= 30
+    assert EMAIL in chat.requests[-1].system  # turn 1's fact, asked for in turn 300
+    assert session.summary.startswith("The user sent")
+    calls_per_100 = summarizer.calls / 3
+    print(f"\nsummarizer calls per 100 turns: {calls_per_100:.1f} (a per-turn summarizer: 100)")
+    assert 15 <= calls_per_100 <= 25
+
+
+async def run_until_overflow(client: httpx.AsyncClient, session_id: str, turns: int = 11) -> None:
+    for turn in range(turns):
+        await send(client, session_id, f"turn {turn}")
+
+
+async def journal(app: Any) -> list[Any]:
+    async with app.state.services.database.read() as conn:
+        return list((await conn.execute(select(overflow_jobs).order_by(overflow_jobs.c.id))).all())
+
+
+async def test_failed_summaries_evict_nothing_and_are_retried(
+    database_url: str, tmp_path: Path
+) -> None:
+    summarizer = ScriptedProvider()
+    summarizer.push(
+        ProviderTimeout("sum", "timed out"),
+        ProviderUnavailable("sum", "HTTP 500"),
+        "",  # an empty answer
+        GOOD_SUMMARY,
+    )
+    app = create_app(
+        overflow_settings(database_url, tmp_path, retry_base_s=0.01),
+        provider=ScriptedProvider(replies=["ok"]),
+        summarizer_provider=summarizer,
+    )
+    async with serve(app) as client:
+        session_id = (await client.post("/api/chat/sessions", json={})).json()["id"]
+        await run_until_overflow(client, session_id)
+        await app.state.services.overflow.wait_idle()
+        (job,) = await journal(app)
+        session = (await client.get(f"/api/chat/sessions/{session_id}")).json()
+    assert job.status == "done" and job.attempts == 3
+    assert "summary_failed" in job.last_error
+    assert len(summarizer.requests) == 4
+    memory = parse_document((tmp_path / "MEMORY.md").read_text(encoding="utf-8"))
+    (entry,) = memory.entries
+    assert entry.content == "the user likes tea"
+    assert session["window_start_id"] == job.next_start_id
+    assert session["summary"] == "Small talk about tea."
+
+
+def copy_memory_header(tmp_path: Path) -> str:
+    shutil.copy(ROOT / "MEMORY.md", tmp_path / "MEMORY.md")
+    return (tmp_path / "MEMORY.md").read_text(encoding="utf-8")
+
+
+async def test_a_failing_summarizer_leaves_window_and_memory_untouched(
+    database_url: str, tmp_path: Path
+) -> None:
+    summarizer = ScriptedProvider()
+    summarizer.push(ProviderUnavailable("sum", "HTTP 500"))
+    before = copy_memory_header(tmp_path)
+    app = create_app(
+        overflow_settings(database_url, tmp_path, retry_base_s=3600),
+        provider=ScriptedProvider(replies=["ok"]),
+        summarizer_provider=summarizer,
+    )
+    async with serve(app) as client:
+        session_id = (await client.post("/api/chat/sessions", json={})).json()["id"]
+        await run_until_overflow(client, session_id)
+        for _ in range(200):  # until the first attempt has failed and been journaled
+            jobs = await journal(app)
+            if jobs and jobs[0].attempts == 1:
+                break
+            await asyncio.sleep(0.01)
+        session = (await client.get(f"/api/chat/sessions/{session_id}")).json()
+        reply = await send(client, session_id, "still there?")  # the turn path is unaffected
+    (job,) = jobs
+    assert job.status == "pending" and job.attempts == 1
+    assert session["window_start_id"] == 0 and session["summary"] == ""
+    assert (tmp_path / "MEMORY.md").read_text(encoding="utf-8") == before
+    assert reply["reply"] == "ok"
+
+
+async def test_nothing_to_record_evicts_with_no_memory_line(
+    database_url: str, tmp_path: Path
+) -> None:
+    summarizer = ScriptedProvider()
+    summarizer.push("## Memory\n无需记录\n\n## Summary\n闲聊。")
+    app = create_app(
+        overflow_settings(database_url, tmp_path),
+        provider=ScriptedProvider(replies=["ok"]),
+        summarizer_provider=summarizer,
+    )
+    async with serve(app) as client:
+        session_id = (await client.post("/api/chat/sessions", json={})).json()["id"]
+        await run_until_overflow(client, session_id)
+        await app.state.services.overflow.wait_idle()
+        (job,) = await journal(app)
+        session = (await client.get(f"/api/chat/sessions/{session_id}")).json()
+        memory = (await client.get("/api/memory")).json()
+    assert job.status == "done" and job.memory_entry_id is None
+    assert session["window_start_id"] == job.next_start_id > 0
+    assert session["summary"] == "闲聊。"
+    assert memory["entries"] == []
