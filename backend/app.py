@@ -170,7 +170,9 @@ def _assemble(
         counter=counter,
         settings=RequestSettings(
             persona=settings.persona,
-            model=ModelLimits(model.name, model.max_output_tokens, model.temperature),
+            model=ModelLimits(
+                model.name, model.max_output_tokens, model.temperature, model.supports_vision
+            ),
             budget=budget,
             scope_by_user=scope_by_user,
         ),

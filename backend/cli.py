@@ -1,4 +1,4 @@
-"""`tally serve | chat | migrate | doctor | bench`."""
+"""`tally serve | chat | migrate | doctor | memory | bench`."""
 
 from __future__ import annotations
 
@@ -53,10 +53,16 @@ def _parser() -> argparse.ArgumentParser:
     doctor = commands.add_parser("doctor", help="check config, database and provider")
     doctor.add_argument("--offline", action="store_true", help="do not call the provider")
     doctor.set_defaults(command=_doctor)
+    memory = commands.add_parser("memory", help="show, search or edit MEMORY.md")
+    memory.add_argument("action", choices=["show", "search", "edit"])
+    memory.add_argument("query", nargs="?", default="", help="words to search for")
+    memory.add_argument("--tenant", default="default")
+    memory.add_argument("--user", default="", help="end user (memory.scope: user)")
+    memory.set_defaults(command=_memory)
     bench = commands.add_parser("bench", help="measure per-turn server overhead")
     bench.add_argument("--quick", action="store_true", help="fewer turns, for a smoke run")
     bench.set_defaults(command=_bench)
-    for sub in (serve, chat, migrate, doctor, bench):
+    for sub in (serve, chat, migrate, doctor, memory, bench):
         sub.add_argument("--config", type=Path, default=argparse.SUPPRESS)
     return parser
 
@@ -126,6 +132,23 @@ def _doctor(args: argparse.Namespace) -> int:
     from backend.doctor import run_doctor
 
     return asyncio.run(run_doctor(args.config, is_offline=args.offline))
+
+
+def _memory(args: argparse.Namespace) -> int:
+    from backend.memory_command import run_memory_command
+
+    if args.action == "search" and not args.query.strip():
+        print("tally memory search: give the words to look for", file=sys.stderr)
+        return 2
+    return asyncio.run(
+        run_memory_command(
+            _settings(args),
+            action=args.action,
+            tenant_id=args.tenant,
+            user=args.user,
+            query=args.query,
+        )
+    )
 
 
 def _bench(args: argparse.Namespace) -> int:

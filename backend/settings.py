@@ -86,6 +86,7 @@ class ModelSettings(Strict):
     context_window: int = Field(128_000, ge=256)
     max_output_tokens: int = Field(4096, ge=1)
     temperature: float | None = Field(None, ge=0, le=2)
+    supports_vision: bool = True  # false: images are kept in storage but not sent
     fallbacks: list[ModelRef] = Field(default_factory=list)
 
 

@@ -25,6 +25,7 @@ class BuiltRequest:
     request: ChatRequest
     window: list[StoredMessage]  # the stored window the request was compiled from
     compaction: Compacted | None
+    estimated_tokens: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,7 +102,7 @@ class RequestBuilder:
             request.messages, counts, fixed_tokens=fixed, budget=self._settings.budget
         )
         if not fitted.dropped:
-            return BuiltRequest(request, window, None)
+            return BuiltRequest(request, window, None, fitted.tokens_after)
         compacted = dataclasses.replace(
             request,
             system=request.system + "\n" + COMPACTION_NOTICE + "\n",
@@ -113,7 +114,7 @@ class RequestBuilder:
             tokens_after=fitted.tokens_after,
             dropped_messages=fitted.dropped,
         )
-        return BuiltRequest(compacted, window, event)
+        return BuiltRequest(compacted, window, event, fitted.tokens_after)
 
     def _count(self, stored: StoredMessage, sent: RequestMessage) -> int:
         # Counts stored at write time spare a re-count of the whole window every turn.

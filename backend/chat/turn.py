@@ -260,6 +260,8 @@ class TurnRunner:
             return TurnCancelled("the turn was cancelled"), built.window
         finally:
             handle._llm_task = None
+        if not outcome.tool_calls:  # one model call: its reported prompt size is comparable
+            self._counter.calibrate(built.estimated_tokens, outcome.usage.prompt_tokens)
         return None, built.window
 
     async def _finish(

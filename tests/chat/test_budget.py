@@ -50,3 +50,18 @@ def test_tool_pairing_is_repaired() -> None:
     repaired = repair_tool_pairing(messages)
     assert [m.role for m in repaired] == ["user", "assistant", "tool", "user"]
     assert repaired[2].tool_call_id == "c1" and repaired[2].is_error
+
+
+def test_estimates_for_other_models_learn_from_reported_usage() -> None:
+    from backend.chat.tokens import TokenCounter
+
+    exact = TokenCounter("gpt-4o-mini")
+    estimate = TokenCounter("claude-test-model")
+    text = "The quick brown fox jumps over the lazy dog. " * 20
+    assert exact.is_exact and not estimate.is_exact
+    first = estimate.count(text)
+    for _ in range(30):  # the vendor keeps reporting 20 % more than estimated
+        estimate.calibrate(estimate.count(text), round(first * 1.2))
+    assert abs(estimate.count(text) - first * 1.2) <= first * 0.02
+    exact.calibrate(exact.count(text), exact.count(text) * 2)
+    assert exact.count(text) == first  # exact counts never drift
