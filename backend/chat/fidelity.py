@@ -35,13 +35,19 @@ def extract_identifiers(texts: Iterable[str], *, limit: int = 40) -> list[str]:
     """Identifiers in the order they first appear, without duplicates."""
     found: dict[str, None] = {}
     for text in texts:
-        for pattern in (*PATTERNS, *NAME_PATTERNS):
-            for match in pattern.finditer(text):
-                value = (match.group(1) if match.groups() else match.group(0)).strip(_TRAILING)
-                value = value.strip()
-                if len(value) >= 2:
-                    found.setdefault(value, None)
+        matches = sorted(
+            (match.start(), _value(match))
+            for pattern in (*PATTERNS, *NAME_PATTERNS)
+            for match in pattern.finditer(text)
+        )
+        for _, value in matches:
+            if len(value) >= 2:
+                found.setdefault(value, None)
     return list(found)[:limit]
+
+
+def _value(match: re.Match[str]) -> str:
+    return (match.group(1) if match.groups() else match.group(0)).strip(_TRAILING).strip()
 
 
 def missing_identifiers(identifiers: Iterable[str], text: str) -> list[str]:

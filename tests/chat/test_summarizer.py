@@ -1,0 +1,112 @@
+"""The summarizer call: sections parsed, unformatted answers kept, identifiers never lost."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import pytest
+
+from backend.chat.prompts import PromptRenderer
+from backend.chat.summarizer import Summarizer, SummaryFailed, SummaryModel, parse_output
+from backend.domain.messages import Role, StoredMessage
+from backend.errors import ProviderUnavailable
+from backend.providers.scripted import ScriptedProvider
+from tests.conftest import ROOT
+
+
+def message(message_id: int, role: Role, content: str) -> StoredMessage:
+    return StoredMessage(
+        id=message_id,
+        session_id="s",
+        role=role,
+        content=content,
+        turn_id=f"t{message_id}",
+        status="complete",
+        created_at=datetime(2026, 1, 1, tzinfo=UTC),
+    )
+
+
+EVICTED = [
+    message(1, "user", "Hi, my name is Ada Lovelace and my email is ada@example.org"),
+    message(2, "assistant", "Nice to meet you, Ada."),
+    message(3, "user", "My order ORD-7781 weighs 12 kg."),
+    message(4, "assistant", "Noted."),
+]
+
+
+def summarizer(*models: ScriptedProvider) -> Summarizer:
+    return Summarizer(
+        [SummaryModel(m, f"model-{i}") for i, m in enumerate(models)],
+        PromptRenderer(ROOT / "prompts"),
+    )
+
+
+async def summarize(s: Summarizer, model: SummaryModel, language: str = "en") -> object:
+    return await s.summarize(
+        model, messages=EVICTED, memory_from_id=1, previous_summary="", language=language
+    )
+
+
+def test_sections_are_parsed_and_nothing_to_record_is_recognised() -> None:
+    facts, summary = parse_output("## Memory\n- a fact\n- another\n\n## Summary\nWe talked.")
+    assert facts == ("a fact", "another") and summary == "We talked."
+    assert parse_output("## Memory\nNothing to record.\n## Summary\nx")[0] == ()
+    assert parse_output("## 记忆\n无需记录\n## 摘要\n闲聊")[0] == ()
+
+
+def test_an_answer_that_ignores_the_format_is_still_used() -> None:
+    facts, summary = parse_output("The user is Ada;\nshe likes tea.")
+    assert facts == ("The user is Ada; she likes tea.",)
+    assert summary == "The user is Ada;\nshe likes tea."
+
+
+async def test_dropped_identifiers_are_asked_for_again_then_kept_verbatim() -> None:
+    model = ScriptedProvider()
+    model.push(
+        "## Memory\n- The user is Ada Lovelace.\n## Summary\nIntroductions.",
+        "## Memory\n- Ada Lovelace, ada@example.org\n## Summary\nIntroductions and an order.",
+    )
+    s = summarizer(model)
+    output = await s.summarize(
+        s.model_for(0, retries_per_model=3),
+        messages=EVICTED,
+        memory_from_id=1,
+        previous_summary="",
+        language="en",
+    )
+    retry_prompt = model.requests[1].messages[0].content
+    assert "dropped these identifiers" in retry_prompt and "ORD-7781" in retry_prompt
+    assert output.facts[-1] == "kept verbatim: ORD-7781, 12 kg"
+    for identifier in ("Ada Lovelace", "ada@example.org", "ORD-7781", "12 kg"):
+        assert identifier in output.memory_text
+    assert output.summary == "Introductions and an order."
+
+
+async def test_failures_and_empty_answers_raise_summary_failed() -> None:
+    model = ScriptedProvider()
+    model.push(ProviderUnavailable("m", "HTTP 500"), "")
+    s = summarizer(model)
+    for _ in range(2):
+        with pytest.raises(SummaryFailed):
+            await summarize(s, s.model_for(0, retries_per_model=3))
+
+
+def test_after_its_retries_the_summarizer_falls_back_to_the_next_model() -> None:
+    own, chat = ScriptedProvider(name="own"), ScriptedProvider(name="chat")
+    s = summarizer(own, chat)
+    assert [s.model_for(a, retries_per_model=3).provider.name for a in range(5)] == [
+        "own",
+        "own",
+        "own",
+        "chat",
+        "chat",
+    ]
+
+
+async def test_chinese_sessions_use_the_chinese_prompt() -> None:
+    model = ScriptedProvider()
+    model.push("## Memory\n无需记录\n## Summary\n打招呼。")
+    s = summarizer(model)
+    output = await summarize(s, s.model_for(0, retries_per_model=3), language="zh")
+    assert "你负责维护" in model.requests[0].messages[0].content
+    assert output.facts == () and output.summary == "打招呼。"
