@@ -7,8 +7,8 @@ from pathlib import Path
 from sqlalchemy import text
 from sqlalchemy.exc import SQLAlchemyError
 
-from backend.app import choose_provider
 from backend.chat.prompts import PromptRenderer
+from backend.composition import choose_provider
 from backend.domain.events import TextDelta
 from backend.domain.requests import ChatRequest, RequestMessage
 from backend.errors import TallyError

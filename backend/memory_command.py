@@ -9,7 +9,7 @@ import subprocess
 import tempfile
 from pathlib import Path
 
-from backend.app import build_memory_store
+from backend.composition import build_memory_store
 from backend.memory.entries import format_line
 from backend.settings import Settings
 from backend.storage.database import Database

@@ -199,7 +199,9 @@ def parse_settings(raw: dict[str, Any], *, source: str, base_dir: Path) -> Setti
         settings = Settings.model_validate(raw)
     except ValidationError as exc:
         raise ConfigError(describe_validation_error(source, exc)) from exc
-    return _resolve_paths(settings, base_dir)
+    resolved = _resolve_paths(settings, base_dir)
+    check_tenant_overrides(resolved)
+    return resolved
 
 
 def describe_validation_error(source: str, exc: ValidationError) -> str:
@@ -226,3 +228,41 @@ def _resolve_paths(settings: Settings, base_dir: Path) -> Settings:
             "data_dir": str(base_dir / settings.data_dir),
         }
     )
+
+
+# Sections a tenant may override (from config.yaml `tenants:` or the admin API). Paths and the
+# memory store kind stay the operator's: a tenant never names a file.
+TENANT_SECTIONS = ("persona", "model", "summarizer", "memory", "tools", "compaction")
+OPERATOR_ONLY = {"memory": ("path", "store")}
+TENANT_ID = re.compile(r"[a-z0-9][a-z0-9_-]{0,63}")
+
+
+def tenant_settings(base: Settings, tenant_id: str, overrides: dict[str, Any]) -> Settings:
+    """The effective settings of one tenant: `base` with `overrides` merged section by section,
+    validated exactly like config.yaml."""
+    source = f"tenants.{tenant_id}"
+    for section, values in overrides.items():
+        if section not in TENANT_SECTIONS:
+            raise ConfigError(f"{source}.{section}: not a per-tenant setting")
+        if not isinstance(values, dict):
+            raise ConfigError(f"{source}.{section}: must be a mapping")
+        for key in OPERATOR_ONLY.get(section, ()):
+            if key in values:
+                raise ConfigError(f"{source}.{section}.{key}: set by the operator only")
+    merged = base.model_dump()
+    for section, values in overrides.items():
+        current = merged.get(section) or {}
+        merged[section] = {**current, **values} if section != "model" or current else values
+    merged["tenants"] = {}
+    try:
+        return Settings.model_validate(merged)
+    except ValidationError as exc:
+        raise ConfigError(describe_validation_error(source, exc)) from exc
+
+
+def check_tenant_overrides(settings: Settings) -> None:
+    """Validate config.yaml's `tenants:` at start-up, so a bad override stops the server."""
+    for tenant_id, overrides in settings.tenants.items():
+        if not TENANT_ID.fullmatch(tenant_id):
+            raise ConfigError(f"tenants.{tenant_id}: a tenant id is a lowercase slug")
+        tenant_settings(settings, tenant_id, overrides)

@@ -5,8 +5,8 @@ from __future__ import annotations
 import asyncio
 import sys
 
-from backend.app import build_services
 from backend.chat.turn import TurnRequest
+from backend.composition import build_services
 from backend.domain.events import (
     RetryScheduled,
     TextDelta,
@@ -28,8 +28,9 @@ async def run_terminal_chat(settings: Settings, *, session_id: str | None) -> in
             session = await services.sessions.create(tenant_id=TENANT, channel="api")
         else:
             session = await services.sessions.get(tenant_id=TENANT, session_id=session_id)
-        print(f"Tally · model {services.model_name} · session {session.id}")
-        if services.is_demo:
+        runtime = await services.runtimes.get(TENANT)
+        print(f"Tally · model {runtime.model.name} · session {session.id}")
+        if runtime.is_demo:
             print("(demo provider: no LLM key is configured)")
         print("Type a message; an empty line or Ctrl-D quits.\n")
         while True:

@@ -7,7 +7,7 @@ from typing import Annotated
 
 from fastapi import Depends, Request
 
-from backend.chat.overflow import OverflowWorker
+from backend.chat.runtime import RuntimeRegistry
 from backend.chat.turn import TurnRunner
 from backend.memory.base import MemoryStore
 from backend.settings import Settings
@@ -15,6 +15,7 @@ from backend.storage.database import Database
 from backend.storage.messages import MessageRepository
 from backend.storage.overflow_jobs import OverflowJobRepository
 from backend.storage.sessions import SessionRepository
+from backend.storage.tenants import ApiKeyRepository, TenantRepository
 from backend.storage.tool_conversations import ToolConversationRepository
 
 
@@ -27,11 +28,10 @@ class Services:
     tool_conversations: ToolConversationRepository
     memory: MemoryStore
     overflow_jobs: OverflowJobRepository
+    tenants: TenantRepository
+    api_keys: ApiKeyRepository
+    runtimes: RuntimeRegistry
     turns: TurnRunner
-    overflow: OverflowWorker | None
-    provider_name: str
-    model_name: str
-    is_demo: bool
 
 
 def get_services(request: Request) -> Services:

@@ -6,7 +6,7 @@ from fastapi import APIRouter, Response
 from sqlalchemy import text
 from sqlalchemy.exc import SQLAlchemyError
 
-from backend.api.deps import ServicesDep
+from backend.api.deps import ServicesDep, TenantDep
 from backend.api.schemas import HealthPublic
 
 router = APIRouter(tags=["health"])
@@ -18,7 +18,7 @@ DEMO_NOTICE = (
 
 
 @router.get("/api/health")
-async def health(services: ServicesDep, response: Response) -> HealthPublic:
+async def health(services: ServicesDep, tenant_id: TenantDep, response: Response) -> HealthPublic:
     try:
         async with services.database.read() as conn:
             await conn.execute(text("SELECT 1"))
@@ -27,11 +27,12 @@ async def health(services: ServicesDep, response: Response) -> HealthPublic:
         database = "unavailable"
     if database != "ok":
         response.status_code = 503
+    runtime = await services.runtimes.get(tenant_id)
     return HealthPublic(
         status="ok" if database == "ok" else "degraded",
         database=database,
-        provider=services.provider_name,
-        model=services.model_name,
-        is_demo=services.is_demo,
-        notice=DEMO_NOTICE if services.is_demo else None,
+        provider=runtime.model.provider,
+        model=runtime.model.name,
+        is_demo=runtime.is_demo,
+        notice=DEMO_NOTICE if runtime.is_demo else None,
     )

@@ -90,10 +90,9 @@ class OverflowWorker:
         if is_due:
             self._spawn(key)
 
-    async def resume(self) -> None:
-        """Pick up every unfinished job after a restart."""
-        for key in await self._jobs.sessions_with_active_jobs():
-            self._spawn(key)
+    def resume_session(self, tenant_id: str, session_id: str) -> None:
+        """Pick up a session's unfinished jobs after a restart."""
+        self._spawn((tenant_id, session_id))
 
     async def wait_idle(self) -> None:
         """Until no drain runs (tests and shutdown)."""

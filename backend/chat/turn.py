@@ -9,11 +9,10 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
-from backend.chat.request_builder import RequestBuilder
-from backend.chat.tokens import TokenCounter
+from backend.chat.runtime import RuntimeRegistry, TenantRuntime
 from backend.chat.tool_loop import LoopOutcome, run_tool_loop
 from backend.chat.turn_lock import SessionLocks
 from backend.domain.events import (
@@ -27,12 +26,10 @@ from backend.domain.events import (
 from backend.domain.ids import new_turn_id
 from backend.domain.messages import Session, StoredMessage, Usage, UserInput
 from backend.errors import EmptyReply, TallyError, TurnCancelled
-from backend.providers.base import ChatProvider
 from backend.storage.messages import MessageRepository
 from backend.storage.sessions import SessionRepository
 from backend.storage.tool_conversations import ToolConversationRepository
 from backend.tools.base import ToolContext
-from backend.tools.registry import ToolRegistry
 
 log = logging.getLogger(__name__)
 
@@ -78,7 +75,6 @@ class TurnHandle:
 
 
 COMPACTION_NOTE = "_(Earlier messages were compacted to fit the model's context window.)_"
-AfterTurn = Callable[[Session, list[StoredMessage]], None]
 
 
 class TurnRunner:
@@ -89,23 +85,13 @@ class TurnRunner:
         messages: MessageRepository,
         tool_conversations: ToolConversationRepository,
         locks: SessionLocks,
-        provider: ChatProvider,
-        builder: RequestBuilder,
-        tools: ToolRegistry,
-        counter: TokenCounter,
-        max_tool_iterations: int,
-        after_turn: AfterTurn | None = None,
+        runtimes: RuntimeRegistry,
     ) -> None:
         self._sessions = sessions
         self._messages = messages
         self._tool_conversations = tool_conversations
         self._locks = locks
-        self._provider = provider
-        self._builder = builder
-        self._tools = tools
-        self._counter = counter
-        self._max_tool_iterations = max_tool_iterations
-        self._after_turn = after_turn
+        self._runtimes = runtimes
         self._tasks: set[asyncio.Task[None]] = set()
         self._running: dict[tuple[str, str], TurnHandle] = {}
 
@@ -153,7 +139,8 @@ class TurnRunner:
         session = await self._sessions.get(
             tenant_id=request.tenant_id, session_id=request.session_id
         )
-        user_message = await self._store_user_message(handle, session)
+        runtime = await self._runtimes.get(request.tenant_id)
+        user_message = await self._store_user_message(handle, session, runtime)
         if user_message is None:
             return  # an idempotent replay: already answered
         handle.emit(
@@ -164,13 +151,13 @@ class TurnRunner:
         if handle.is_cancel_requested:
             raise TurnCancelled("the turn was cancelled before the model was called")
         outcome = LoopOutcome()
-        error, window = await self._call_model(handle, session, user_message, outcome)
-        reply = await self._finish(handle, session, user_message, outcome, error)
-        if self._after_turn is not None and reply is not None:
-            self._after_turn(session, [*window, reply])
+        error, window = await self._call_model(handle, runtime, session, user_message, outcome)
+        reply = await self._finish(handle, runtime, session, user_message, outcome, error)
+        if runtime.overflow is not None and reply is not None:
+            runtime.overflow.after_turn(session, [*window, reply])
 
     async def _store_user_message(
-        self, handle: TurnHandle, session: Session
+        self, handle: TurnHandle, session: Session, runtime: TenantRuntime
     ) -> StoredMessage | None:
         request = handle.request
         if request.idempotency_key:
@@ -186,7 +173,7 @@ class TurnRunner:
             session_id=session.id,
             turn_id=handle.turn_id,
             user_input=request.user_input,
-            token_count=self._counter.count(request.user_input.text),
+            token_count=runtime.counter.count(request.user_input.text),
             idempotency_key=request.idempotency_key,
         )
 
@@ -213,6 +200,7 @@ class TurnRunner:
     async def _call_model(
         self,
         handle: TurnHandle,
+        runtime: TenantRuntime,
         session: Session,
         user_message: StoredMessage,
         outcome: LoopOutcome,
@@ -220,7 +208,7 @@ class TurnRunner:
         """Run the tool loop as a cancellable subtask; return the error that ended it, if any,
         and the stored window the request was compiled from."""
         request = handle.request
-        built = await self._builder.build(session, user_message)
+        built = await runtime.builder.build(session, user_message)
         if built.compaction is not None:
             handle.emit(built.compaction)
             handle.emit(TextDelta(COMPACTION_NOTE + "\n\n"))
@@ -238,11 +226,11 @@ class TurnRunner:
 
         async def stream() -> None:
             async for event in run_tool_loop(
-                self._provider,
+                runtime.provider,
                 built.request,
-                tools=self._tools,
+                tools=runtime.tools,
                 context=context,
-                max_iterations=self._max_tool_iterations,
+                max_iterations=runtime.settings.tools.max_tool_iterations,
                 record=record,
                 outcome=outcome,
             ):
@@ -261,12 +249,13 @@ class TurnRunner:
         finally:
             handle._llm_task = None
         if not outcome.tool_calls:  # one model call: its reported prompt size is comparable
-            self._counter.calibrate(built.estimated_tokens, outcome.usage.prompt_tokens)
+            runtime.counter.calibrate(built.estimated_tokens, outcome.usage.prompt_tokens)
         return None, built.window
 
     async def _finish(
         self,
         handle: TurnHandle,
+        runtime: TenantRuntime,
         session: Session,
         user_message: StoredMessage,
         outcome: LoopOutcome,
@@ -283,7 +272,7 @@ class TurnRunner:
                 turn_id=handle.turn_id,
                 content=reply,
                 status="complete" if is_complete else "incomplete",
-                token_count=self._counter.count(reply),
+                token_count=runtime.counter.count(reply),
             )
         if is_complete and stored is not None:
             handle.emit(

@@ -112,7 +112,7 @@ async def test_a_compaction_can_be_reverted(database_url: str, tmp_path: Path) -
         session_id = (await client.post("/api/chat/sessions", json={})).json()["id"]
         for i in range(3):  # 6 messages > 4: the oldest turns leave
             await client.post("/api/chat/send", json={"session_id": session_id, "message": f"t{i}"})
-        await app.state.services.overflow.wait_idle()
+        await app.state.services.runtimes.wait_idle()
         before = (await client.get(f"/api/chat/sessions/{session_id}")).json()
         (entry,) = (await client.get("/api/memory")).json()["entries"]
         reverted = await client.post(f"/api/memory/entries/{entry['id']}/revert")
@@ -151,7 +151,7 @@ async def test_automatic_memory_write_distills_each_message_once(
         session_id = (await client.post("/api/chat/sessions", json={})).json()["id"]
         for i in range(7):
             await client.post("/api/chat/send", json={"session_id": session_id, "message": f"m{i}"})
-            await app.state.services.overflow.wait_idle()
+            await app.state.services.runtimes.wait_idle()
         memory = (await client.get("/api/memory")).json()
         session = (await client.get(f"/api/chat/sessions/{session_id}")).json()
     ranges = [

@@ -67,10 +67,10 @@ async def test_three_hundred_turns_roll_the_window_and_keep_every_fact(
         await send(client, session_id, f"hello, my email is {EMAIL}")
         for turn in range(2, 300):
             await send(client, session_id, f"message number {turn}")
-            await app.state.services.overflow.wait_idle()
+            await app.state.services.runtimes.wait_idle()
             largest_window = max(largest_window, await window_size(client, session_id))
         await send(client, session_id, "what is my email address?")
-        await app.state.services.overflow.wait_idle()
+        await app.state.services.runtimes.wait_idle()
         async with app.state.services.database.read() as conn:
             stored = (await conn.execute(select(messages.c.id).order_by(messages.c.id))).all()
             session = (await conn.execute(select(sessions))).one()
@@ -118,7 +118,7 @@ async def test_failed_summaries_evict_nothing_and_are_retried(
     async with serve(app) as client:
         session_id = (await client.post("/api/chat/sessions", json={})).json()["id"]
         await run_until_overflow(client, session_id)
-        await app.state.services.overflow.wait_idle()
+        await app.state.services.runtimes.wait_idle()
         (job,) = await journal(app)
         session = (await client.get(f"/api/chat/sessions/{session_id}")).json()
     assert job.status == "done" and job.attempts == 3
@@ -177,7 +177,7 @@ async def test_nothing_to_record_evicts_with_no_memory_line(
     async with serve(app) as client:
         session_id = (await client.post("/api/chat/sessions", json={})).json()["id"]
         await run_until_overflow(client, session_id)
-        await app.state.services.overflow.wait_idle()
+        await app.state.services.runtimes.wait_idle()
         (job,) = await journal(app)
         session = (await client.get(f"/api/chat/sessions/{session_id}")).json()
         memory = (await client.get("/api/memory")).json()

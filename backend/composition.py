@@ -1,0 +1,275 @@
+"""Composition: builds every service from settings, and each tenant's runtime."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator, Iterable
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from backend.api.deps import Services
+from backend.chat.budget import Budget
+from backend.chat.compiler import ModelLimits
+from backend.chat.failpoints import Failpoints
+from backend.chat.memory_context import MemoryContext
+from backend.chat.memory_tools import MemorySearchTool, MemoryWriteTool
+from backend.chat.overflow import OverflowPolicy, OverflowWorker
+from backend.chat.prompts import PromptRenderer
+from backend.chat.request_builder import RequestBuilder, RequestSettings
+from backend.chat.runtime import RuntimeRegistry, TenantRuntime
+from backend.chat.summarizer import Summarizer, SummaryModel
+from backend.chat.tokens import TokenCounter
+from backend.chat.turn import TurnRunner
+from backend.chat.turn_lock import SessionLocks
+from backend.chat.window import WindowPolicy
+from backend.memory.base import MemoryStore
+from backend.memory.database_store import DatabaseMemoryStore
+from backend.memory.file_store import FileMemoryStore
+from backend.providers.base import ChatProvider
+from backend.providers.registry import build_chat_provider
+from backend.providers.scripted import ScriptedProvider
+from backend.settings import ModelSettings, Settings, tenant_settings
+from backend.storage.database import Database
+from backend.storage.messages import MessageRepository
+from backend.storage.migrate import migrate
+from backend.storage.overflow_jobs import OverflowJobRepository
+from backend.storage.sessions import SessionRepository
+from backend.storage.tenants import ApiKeyRepository, TenantNotFound, TenantRepository
+from backend.storage.tool_conversations import ToolConversationRepository
+from backend.tools.base import Tool
+from backend.tools.registry import ToolRegistry
+
+log = logging.getLogger("tally")
+
+DEMO_MODEL = ModelSettings(provider="demo", name="tally-demo")
+
+
+def choose_provider(settings: Settings) -> tuple[ChatProvider, ModelSettings, bool]:
+    """The configured model's provider chain, or the demo provider when no key is set."""
+    model = settings.model
+    if model is None:
+        return ScriptedProvider(name="demo"), DEMO_MODEL, True
+    provider_settings = settings.providers[model.provider]
+    if provider_settings.api_key_env and not provider_settings.api_key():
+        log.warning(
+            "%s is not set: answering with the built-in demo provider, not %s",
+            provider_settings.api_key_env,
+            model.name,
+        )
+        return ScriptedProvider(name="demo"), DEMO_MODEL, True
+    return build_chat_provider(settings.providers, model), model, False
+
+
+def build_memory_store(settings: Settings, database: Database) -> MemoryStore:
+    if settings.memory.store == "database":
+        return DatabaseMemoryStore(database)
+    return FileMemoryStore(Path(settings.memory.path), Path(settings.data_dir))
+
+
+def build_summarizer(
+    settings: Settings, provider: ChatProvider, model: ModelSettings, prompts: PromptRenderer
+) -> tuple[Summarizer, list[ChatProvider]]:
+    """The summarizer's own model when configured, falling back to the chat model."""
+    chat_model = SummaryModel(provider, model.name)
+    own = settings.summarizer
+    if own.provider is None or own.name is None:
+        return Summarizer([chat_model], prompts), []
+    own_provider = build_chat_provider(
+        settings.providers, ModelSettings(provider=own.provider, name=own.name)
+    )
+    return Summarizer([SummaryModel(own_provider, own.name), chat_model], prompts), [own_provider]
+
+
+@asynccontextmanager
+async def build_services(
+    settings: Settings,
+    *,
+    extra_tools: Iterable[Tool] = (),
+    provider: ChatProvider | None = None,
+    summarizer_provider: ChatProvider | None = None,
+) -> AsyncIterator[Services]:
+    """Open the database (migrated), memory, the per-tenant runtimes and the turn runner, and
+    resume unfinished summaries; close them all after. `provider` and `summarizer_provider`
+    replace the configured models for every tenant (tests and embedding)."""
+    prompts = PromptRenderer(settings.prompts_dir)
+    prompts.check(settings.persona.system_template)
+    database = Database(settings.database.url)
+    try:
+        await migrate(database)
+        factory = RuntimeFactory(
+            prompts=prompts,
+            store=build_memory_store(settings, database),
+            sessions=SessionRepository(database),
+            messages=MessageRepository(database),
+            jobs=OverflowJobRepository(database),
+            extra_tools=tuple(extra_tools),
+            provider=provider,
+            summarizer_provider=summarizer_provider,
+        )
+        tenants = TenantRepository(database)
+        runtimes = RuntimeRegistry(
+            effective=lambda tenant_id, overrides: tenant_settings(
+                settings, tenant_id, {**settings.tenants.get(tenant_id, {}), **overrides}
+            ),
+            load_overrides=lambda tenant_id: _stored_overrides(tenants, tenant_id),
+            build=factory.runtime,
+        )
+        tool_conversations = ToolConversationRepository(database)
+        services = Services(
+            settings=settings,
+            database=database,
+            sessions=factory.sessions,
+            messages=factory.messages,
+            tool_conversations=tool_conversations,
+            memory=factory.store,
+            overflow_jobs=factory.jobs,
+            tenants=tenants,
+            api_keys=ApiKeyRepository(database),
+            runtimes=runtimes,
+            turns=TurnRunner(
+                sessions=factory.sessions,
+                messages=factory.messages,
+                tool_conversations=tool_conversations,
+                locks=SessionLocks(database),
+                runtimes=runtimes,
+            ),
+        )
+        await _resume_summaries(factory.jobs, runtimes)
+        try:
+            yield services
+        finally:
+            await services.turns.aclose()
+            await runtimes.aclose()
+    finally:
+        await database.dispose()
+
+
+async def _stored_overrides(tenants: TenantRepository, tenant_id: str) -> dict[str, Any]:
+    try:
+        return (await tenants.get(tenant_id=tenant_id)).settings
+    except TenantNotFound:
+        return {}
+
+
+async def _resume_summaries(jobs: OverflowJobRepository, runtimes: RuntimeRegistry) -> None:
+    """Pick up every summary a previous process left unfinished."""
+    for tenant_id, session_id in await jobs.sessions_with_active_jobs():
+        runtime = await runtimes.get(tenant_id)
+        if runtime.overflow is not None:
+            runtime.overflow.resume_session(tenant_id, session_id)
+
+
+@dataclass(frozen=True)
+class RuntimeFactory:
+    """What every tenant's runtime shares; `runtime` builds one from effective settings."""
+
+    prompts: PromptRenderer
+    store: MemoryStore
+    sessions: SessionRepository
+    messages: MessageRepository
+    jobs: OverflowJobRepository
+    extra_tools: tuple[Tool, ...]
+    provider: ChatProvider | None
+    summarizer_provider: ChatProvider | None
+
+    def runtime(self, settings: Settings) -> TenantRuntime:
+        self.prompts.check(settings.persona.system_template)
+        owned: list[ChatProvider] = []
+        if self.provider is not None:
+            provider, model, is_demo = self.provider, settings.model or DEMO_MODEL, False
+        else:
+            provider, model, is_demo = choose_provider(settings)
+            owned.append(provider)
+        summarizer, own_providers = build_summarizer(
+            settings, self.summarizer_provider or provider, model, self.prompts
+        )
+        owned += own_providers
+        counter = TokenCounter(model.name)
+        budget = Budget(
+            context_window=model.context_window,
+            max_output_tokens=model.max_output_tokens,
+            normal_ratio=settings.compaction.normal_ratio,
+            emergency_ratio=settings.compaction.emergency_ratio,
+        )
+        tools = self._tools(settings)
+        # The demo provider would "summarize" into its own canned text: no memory from it.
+        overflow = None if is_demo else self._overflow_worker(settings, summarizer, budget)
+        return TenantRuntime(
+            settings=settings,
+            model=model,
+            provider=provider,
+            is_demo=is_demo,
+            builder=self._builder(settings, model, tools, counter, budget),
+            tools=tools,
+            counter=counter,
+            overflow=overflow,
+            owned_providers=tuple(owned),
+        )
+
+    def _tools(self, settings: Settings) -> ToolRegistry:
+        scope_by_user = settings.memory.scope == "user"
+        return ToolRegistry.from_names(
+            settings.tools.enabled,
+            available=[
+                MemorySearchTool(self.store, scope_by_user=scope_by_user),
+                MemoryWriteTool(self.store, scope_by_user=scope_by_user),
+                *self.extra_tools,
+            ],
+            timeout_s=settings.tools.timeout_s,
+        )
+
+    def _builder(
+        self,
+        settings: Settings,
+        model: ModelSettings,
+        tools: ToolRegistry,
+        counter: TokenCounter,
+        budget: Budget,
+    ) -> RequestBuilder:
+        memory = settings.memory
+        return RequestBuilder(
+            messages=self.messages,
+            prompts=self.prompts,
+            tools=tools,
+            memory=MemoryContext(self.store, counter, budget_tokens=memory.prompt_budget_tokens),
+            counter=counter,
+            settings=RequestSettings(
+                persona=settings.persona,
+                model=ModelLimits(
+                    model.name, model.max_output_tokens, model.temperature, model.supports_vision
+                ),
+                budget=budget,
+                scope_by_user=memory.scope == "user",
+            ),
+            clock=lambda: datetime.now(UTC),
+        )
+
+    def _overflow_worker(
+        self, settings: Settings, summarizer: Summarizer, budget: Budget
+    ) -> OverflowWorker:
+        memory = settings.memory
+        policy = OverflowPolicy(
+            window=WindowPolicy(
+                max_messages=settings.persona.max_history_messages,
+                batch=memory.overflow_batch,
+                normal_token_limit=budget.normal_limit,
+            ),
+            auto_min_messages=memory.auto_summarize.min_messages,
+            auto_min_chars=memory.auto_summarize.min_chars,
+            delete_evicted=memory.delete_evicted,
+            scope_by_user=memory.scope == "user",
+            language=settings.persona.language,
+            retry_base_s=memory.retry_base_s,
+        )
+        return OverflowWorker(
+            jobs=self.jobs,
+            sessions=self.sessions,
+            messages=self.messages,
+            memory=self.store,
+            summarizer=summarizer,
+            policy=policy,
+            failpoints=Failpoints.from_environment(),
+        )
