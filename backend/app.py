@@ -10,11 +10,10 @@ from pathlib import Path
 from fastapi import FastAPI
 from fastapi.staticfiles import StaticFiles
 
-from backend.api import chat, health, memory, sessions
+from backend.api import admin, chat, health, memory, sessions
 from backend.api.errors import install_error_handlers
 from backend.api.limits import BodySizeLimit
 from backend.composition import build_services
-from backend.errors import ConfigError
 from backend.providers.base import ChatProvider
 from backend.settings import Settings
 from backend.tools.base import Tool
@@ -32,9 +31,6 @@ def create_app(
     provider: ChatProvider | None = None,
     summarizer_provider: ChatProvider | None = None,
 ) -> FastAPI:
-    if settings.auth.mode != "none":
-        raise ConfigError("auth.mode: keys is not built yet; use auth.mode: none (loopback)")
-
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         async with build_services(
@@ -51,7 +47,7 @@ def create_app(
     app = FastAPI(title="Tally", version="0.1.0", lifespan=lifespan)
     install_error_handlers(app)
     app.add_middleware(BodySizeLimit, max_bytes=settings.server.max_body_bytes)
-    for router in (health.router, sessions.router, chat.router, memory.router):
+    for router in (health.router, sessions.router, chat.router, memory.router, admin.router):
         app.include_router(router)
     if FRONTEND.is_dir():
         app.mount("/", StaticFiles(directory=FRONTEND, html=True), name="frontend")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import os
 from collections.abc import AsyncIterator, Iterable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -39,11 +40,13 @@ from backend.storage.overflow_jobs import OverflowJobRepository
 from backend.storage.sessions import SessionRepository
 from backend.storage.tenants import ApiKeyRepository, TenantNotFound, TenantRepository
 from backend.storage.tool_conversations import ToolConversationRepository
+from backend.tenancy.keys import Authenticator
 from backend.tools.base import Tool
 from backend.tools.registry import ToolRegistry
 
 log = logging.getLogger("tally")
 
+ADMIN_KEY_ENV = "TALLY_ADMIN_KEY"
 DEMO_MODEL = ModelSettings(provider="demo", name="tally-demo")
 
 
@@ -110,6 +113,7 @@ async def build_services(
             summarizer_provider=summarizer_provider,
         )
         tenants = TenantRepository(database)
+        api_keys = ApiKeyRepository(database)
         runtimes = RuntimeRegistry(
             effective=lambda tenant_id, overrides: tenant_settings(
                 settings, tenant_id, {**settings.tenants.get(tenant_id, {}), **overrides}
@@ -127,7 +131,8 @@ async def build_services(
             memory=factory.store,
             overflow_jobs=factory.jobs,
             tenants=tenants,
-            api_keys=ApiKeyRepository(database),
+            api_keys=api_keys,
+            authenticator=Authenticator(api_keys, admin_key=os.environ.get(ADMIN_KEY_ENV)),
             runtimes=runtimes,
             turns=TurnRunner(
                 sessions=factory.sessions,

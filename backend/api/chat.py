@@ -8,7 +8,8 @@ from typing import Annotated
 from fastapi import APIRouter, Header
 from fastapi.responses import JSONResponse, StreamingResponse
 
-from backend.api.deps import ServicesDep, TenantDep
+from backend.api.auth import TenantDep
+from backend.api.deps import ServicesDep
 from backend.api.errors import error_response
 from backend.api.schemas import (
     CancelResponse,

@@ -17,6 +17,7 @@ from backend.storage.overflow_jobs import OverflowJobRepository
 from backend.storage.sessions import SessionRepository
 from backend.storage.tenants import ApiKeyRepository, TenantRepository
 from backend.storage.tool_conversations import ToolConversationRepository
+from backend.tenancy.keys import Authenticator
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,6 +33,7 @@ class Services:
     api_keys: ApiKeyRepository
     runtimes: RuntimeRegistry
     turns: TurnRunner
+    authenticator: Authenticator
 
 
 def get_services(request: Request) -> Services:
@@ -39,10 +41,4 @@ def get_services(request: Request) -> Services:
     return services
 
 
-def current_tenant(_request: Request) -> str:
-    """With `auth.mode: none` every caller is the `default` tenant (loopback only)."""
-    return "default"
-
-
 ServicesDep = Annotated[Services, Depends(get_services)]
-TenantDep = Annotated[str, Depends(current_tenant)]

@@ -6,7 +6,8 @@ from fastapi import APIRouter, Response
 from sqlalchemy import text
 from sqlalchemy.exc import SQLAlchemyError
 
-from backend.api.deps import ServicesDep, TenantDep
+from backend.api.auth import DEFAULT_TENANT
+from backend.api.deps import ServicesDep
 from backend.api.schemas import HealthPublic
 
 router = APIRouter(tags=["health"])
@@ -18,7 +19,7 @@ DEMO_NOTICE = (
 
 
 @router.get("/api/health")
-async def health(services: ServicesDep, tenant_id: TenantDep, response: Response) -> HealthPublic:
+async def health(services: ServicesDep, response: Response) -> HealthPublic:
     try:
         async with services.database.read() as conn:
             await conn.execute(text("SELECT 1"))
@@ -27,7 +28,7 @@ async def health(services: ServicesDep, tenant_id: TenantDep, response: Response
         database = "unavailable"
     if database != "ok":
         response.status_code = 503
-    runtime = await services.runtimes.get(tenant_id)
+    runtime = await services.runtimes.get(DEFAULT_TENANT)
     return HealthPublic(
         status="ok" if database == "ok" else "degraded",
         database=database,

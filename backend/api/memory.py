@@ -6,7 +6,8 @@ from typing import Annotated
 
 from fastapi import APIRouter, Query, Response
 
-from backend.api.deps import ServicesDep, TenantDep
+from backend.api.auth import TenantDep
+from backend.api.deps import ServicesDep
 from backend.api.schemas import (
     MemoryEntryList,
     MemoryEntryPublic,

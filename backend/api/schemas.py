@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from datetime import date, datetime
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -172,3 +172,51 @@ class MemoryEntryList(BaseModel):
 
 class RevertResponse(BaseModel):
     session_id: str
+
+
+class TenantCreate(Body):
+    id: Annotated[str, Field(min_length=1, max_length=64)]
+    name: Title = ""
+    settings: dict[str, Any] = Field(default_factory=dict)
+
+
+class TenantUpdate(Body):
+    name: Title | None = None
+    settings: dict[str, Any] | None = None
+    disabled: bool | None = None
+
+
+class TenantPublic(BaseModel):
+    id: str
+    name: str
+    settings: dict[str, Any]
+    created_at: datetime
+    disabled_at: datetime | None
+
+
+class TenantList(BaseModel):
+    tenants: list[TenantPublic]
+
+
+class KeyCreate(Body):
+    scope: Literal["chat", "admin"] = "chat"
+    label: Title = ""
+
+
+class KeyPublic(BaseModel):
+    id: str
+    tenant_id: str
+    prefix: str
+    scope: str
+    label: str
+    created_at: datetime
+    last_used_at: datetime | None
+    revoked_at: datetime | None
+
+
+class KeyCreated(KeyPublic):
+    key: str = Field(description="the API key itself: shown once, never stored")
+
+
+class KeyList(BaseModel):
+    keys: list[KeyPublic]

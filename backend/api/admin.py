@@ -1,0 +1,127 @@
+"""Administration: tenants (operator) and API keys (operator, or a tenant's admin key for its
+own tenant). Another tenant's id answers exactly like an id that does not exist."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+from fastapi import APIRouter, Response
+
+from backend.api.auth import AdminDep, Forbidden
+from backend.api.deps import ServicesDep
+from backend.api.schemas import (
+    KeyCreate,
+    KeyCreated,
+    KeyList,
+    KeyPublic,
+    TenantCreate,
+    TenantList,
+    TenantPublic,
+    TenantUpdate,
+)
+from backend.storage.tenants import ApiKeyRecord, Tenant, TenantNotFound
+from backend.tenancy.admin import check_overrides, create_key, create_tenant
+from backend.tenancy.keys import Principal
+
+router = APIRouter(prefix="/api/admin", tags=["admin"])
+
+
+def tenant_public(tenant: Tenant) -> TenantPublic:
+    return TenantPublic(
+        id=tenant.id,
+        name=tenant.name,
+        settings=tenant.settings,
+        created_at=tenant.created_at,
+        disabled_at=tenant.disabled_at,
+    )
+
+
+def key_public(record: ApiKeyRecord) -> KeyPublic:
+    return KeyPublic(
+        id=record.id,
+        tenant_id=record.tenant_id,
+        prefix=record.prefix,
+        scope=record.scope,
+        label=record.label,
+        created_at=record.created_at,
+        last_used_at=record.last_used_at,
+        revoked_at=record.revoked_at,
+    )
+
+
+def _require_operator(admin: Principal) -> None:
+    if not admin.is_operator:
+        raise Forbidden("only the operator (TALLY_ADMIN_KEY) manages tenants")
+
+
+def _own_tenant(admin: Principal, tenant_id: str) -> None:
+    if not admin.is_operator and admin.tenant_id != tenant_id:
+        raise TenantNotFound(f"tenant {tenant_id!r} does not exist")
+
+
+@router.post("/tenants", status_code=201)
+async def create_tenant_route(
+    body: TenantCreate, services: ServicesDep, admin: AdminDep
+) -> TenantPublic:
+    _require_operator(admin)
+    tenant = await create_tenant(
+        services.tenants,
+        services.settings,
+        tenant_id=body.id,
+        name=body.name,
+        overrides=body.settings,
+    )
+    return tenant_public(tenant)
+
+
+@router.get("/tenants")
+async def list_tenants(services: ServicesDep, admin: AdminDep) -> TenantList:
+    if admin.is_operator:
+        tenants = await services.tenants.list_all()
+    else:
+        tenants = [await services.tenants.get(tenant_id=admin.tenant_id)]
+    return TenantList(tenants=[tenant_public(t) for t in tenants])
+
+
+@router.patch("/tenants/{tenant_id}")
+async def update_tenant(
+    tenant_id: str, body: TenantUpdate, services: ServicesDep, admin: AdminDep
+) -> TenantPublic:
+    _require_operator(admin)
+    values: dict[str, object] = {}
+    if body.name is not None:
+        values["name"] = body.name
+    if body.settings is not None:
+        check_overrides(services.settings, tenant_id, body.settings)
+        values["settings"] = body.settings
+    if body.disabled is not None:
+        values["disabled_at"] = datetime.now(UTC) if body.disabled else None
+    tenant = await services.tenants.update(tenant_id=tenant_id, **values)
+    services.runtimes.invalidate(tenant_id)
+    return tenant_public(tenant)
+
+
+@router.post("/tenants/{tenant_id}/keys", status_code=201)
+async def create_key_route(
+    tenant_id: str, body: KeyCreate, services: ServicesDep, admin: AdminDep
+) -> KeyCreated:
+    _own_tenant(admin, tenant_id)
+    record, key = await create_key(
+        services.tenants, services.api_keys, tenant_id=tenant_id, scope=body.scope, label=body.label
+    )
+    return KeyCreated(**key_public(record).model_dump(), key=key)
+
+
+@router.get("/tenants/{tenant_id}/keys")
+async def list_keys(tenant_id: str, services: ServicesDep, admin: AdminDep) -> KeyList:
+    _own_tenant(admin, tenant_id)
+    await services.tenants.get(tenant_id=tenant_id)
+    records = await services.api_keys.list(tenant_id=tenant_id)
+    return KeyList(keys=[key_public(r) for r in records])
+
+
+@router.delete("/keys/{key_id}", status_code=204)
+async def revoke_key(key_id: str, services: ServicesDep, admin: AdminDep) -> Response:
+    tenant_id = None if admin.is_operator else admin.tenant_id
+    await services.api_keys.revoke(key_id=key_id, tenant_id=tenant_id)
+    return Response(status_code=204)

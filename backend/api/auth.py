@@ -1,0 +1,57 @@
+"""Who is calling: the tenant of a chat request, or an administrator.
+
+With `auth.mode: none` (loopback only) every caller is the `default` tenant and the operator.
+With `auth.mode: keys` a request needs `Authorization: Bearer <key>`; every failure is the same
+401, and nothing is trusted for coming from localhost.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import Depends, Header
+
+from backend.api.deps import ServicesDep
+from backend.errors import TallyError
+from backend.tenancy.keys import Principal
+
+DEFAULT_TENANT = "default"
+LOCAL_OPERATOR = Principal(DEFAULT_TENANT, "admin")
+
+
+class Forbidden(TallyError):
+    code = "forbidden"
+    status = 403
+
+
+Authorization = Annotated[str | None, Header(include_in_schema=False)]
+
+
+async def current_principal(
+    services: ServicesDep, authorization: Authorization = None
+) -> Principal:
+    if services.settings.auth.mode == "none":
+        return LOCAL_OPERATOR
+    return await services.authenticator.authenticate(authorization)
+
+
+PrincipalDep = Annotated[Principal, Depends(current_principal)]
+
+
+async def current_tenant(principal: PrincipalDep) -> str:
+    if principal.is_operator:
+        raise Forbidden("the operator key has no tenant: chat with a tenant's key")
+    return principal.tenant_id
+
+
+async def current_admin(services: ServicesDep, principal: PrincipalDep) -> Principal:
+    """The operator, or a tenant's admin-scope key (which manages only its own tenant)."""
+    if services.settings.auth.mode == "none":
+        return Principal("*", "admin")
+    if principal.scope != "admin":
+        raise Forbidden("this needs an admin key")
+    return principal
+
+
+TenantDep = Annotated[str, Depends(current_tenant)]
+AdminDep = Annotated[Principal, Depends(current_admin)]

@@ -1,0 +1,49 @@
+"""Tenant and key administration, shared by the admin API and the `tally` CLI."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from backend.errors import ConfigError, InvalidInput
+from backend.settings import TENANT_ID, Settings, tenant_settings
+from backend.storage.tenants import ApiKeyRecord, ApiKeyRepository, Tenant, TenantRepository
+from backend.tenancy.keys import Scope, new_key
+
+
+def check_overrides(base: Settings, tenant_id: str, overrides: dict[str, Any]) -> None:
+    """Validate a tenant's overrides exactly like config.yaml (InvalidInput names the key)."""
+    try:
+        tenant_settings(base, tenant_id, {**base.tenants.get(tenant_id, {}), **overrides})
+    except ConfigError as exc:
+        raise InvalidInput(exc.message, code="invalid_settings") from exc
+
+
+async def create_tenant(
+    tenants: TenantRepository,
+    base: Settings,
+    *,
+    tenant_id: str,
+    name: str,
+    overrides: dict[str, Any],
+) -> Tenant:
+    if not TENANT_ID.fullmatch(tenant_id):
+        raise InvalidInput(
+            "a tenant id is 1-64 lowercase letters, digits, '-' or '_'", code="invalid_tenant_id"
+        )
+    check_overrides(base, tenant_id, overrides)
+    return await tenants.create(tenant_id=tenant_id, name=name or tenant_id, settings=overrides)
+
+
+async def create_key(
+    tenants: TenantRepository,
+    keys: ApiKeyRepository,
+    *,
+    tenant_id: str,
+    scope: Scope,
+    label: str,
+) -> tuple[ApiKeyRecord, str]:
+    """A new key for an existing tenant: the record, and the key itself (shown once)."""
+    await tenants.get(tenant_id=tenant_id)
+    record, key = new_key(tenant_id=tenant_id, scope=scope, label=label)
+    await keys.add(record)
+    return record, key
