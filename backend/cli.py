@@ -1,4 +1,4 @@
-"""`tally serve | chat | migrate | doctor | memory | bench`."""
+"""`tally serve | chat | migrate | doctor | memory | tenants | keys | bench`."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from backend.errors import ConfigError
+from backend.errors import ConfigError, TallyError
 from backend.settings import Settings, load_settings
 
 LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
@@ -26,6 +26,9 @@ def main(argv: list[str] | None = None) -> int:
     except ConfigError as exc:
         print(f"tally: configuration error\n{exc.message}", file=sys.stderr)
         return 2
+    except TallyError as exc:
+        print(f"tally: {exc.message} ({exc.code})", file=sys.stderr)
+        return 1
     except KeyboardInterrupt:
         return 130
 
@@ -59,10 +62,22 @@ def _parser() -> argparse.ArgumentParser:
     memory.add_argument("--tenant", default="default")
     memory.add_argument("--user", default="", help="end user (memory.scope: user)")
     memory.set_defaults(command=_memory)
+    tenants = commands.add_parser("tenants", help="create, list or disable tenants")
+    tenants.add_argument("action", choices=["create", "list", "disable"])
+    tenants.add_argument("tenant_id", nargs="?", default="")
+    tenants.add_argument("--name", default="")
+    tenants.add_argument("--settings", help="per-tenant overrides as JSON")
+    tenants.set_defaults(command=_tenants)
+    keys = commands.add_parser("keys", help="create, list or revoke API keys")
+    keys.add_argument("action", choices=["create", "list", "revoke"])
+    keys.add_argument("target", help="tenant id (create, list) or key id (revoke)")
+    keys.add_argument("--scope", choices=["chat", "admin"], default="chat")
+    keys.add_argument("--label", default="")
+    keys.set_defaults(command=_keys)
     bench = commands.add_parser("bench", help="measure per-turn server overhead")
     bench.add_argument("--quick", action="store_true", help="fewer turns, for a smoke run")
     bench.set_defaults(command=_bench)
-    for sub in (serve, chat, migrate, doctor, memory, bench):
+    for sub in (serve, chat, migrate, doctor, memory, tenants, keys, bench):
         sub.add_argument("--config", type=Path, default=argparse.SUPPRESS)
     return parser
 
@@ -149,6 +164,21 @@ def _memory(args: argparse.Namespace) -> int:
             query=args.query,
         )
     )
+
+
+def _tenants(args: argparse.Namespace) -> int:
+    from backend.admin_command import run_tenants_command
+
+    if args.action != "list" and not args.tenant_id:
+        print(f"tally tenants {args.action}: name the tenant id", file=sys.stderr)
+        return 2
+    return asyncio.run(run_tenants_command(_settings(args), args))
+
+
+def _keys(args: argparse.Namespace) -> int:
+    from backend.admin_command import run_keys_command
+
+    return asyncio.run(run_keys_command(_settings(args), args))
 
 
 def _bench(args: argparse.Namespace) -> int:

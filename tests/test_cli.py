@@ -76,3 +76,20 @@ def test_serve_refuses_a_public_host_without_keys(tmp_path: Path) -> None:
     result = tally("--config", str(config(tmp_path)), "serve", "--host", "0.0.0.0")
     assert result.returncode == 2
     assert "refusing to listen on 0.0.0.0" in result.stderr
+
+
+def test_tenants_and_keys_from_the_command_line(tmp_path: Path) -> None:
+    path = str(config(tmp_path))
+    created = tally("--config", path, "tenants", "create", "acme", "--name", "Acme")
+    assert created.returncode == 0 and "created tenant acme" in created.stdout
+    duplicate = tally("--config", path, "tenants", "create", "acme")
+    assert duplicate.returncode == 1 and "tenant_exists" in duplicate.stderr
+    key = tally("--config", path, "keys", "create", "acme", "--label", "ci")
+    key_id, plain = key.stdout.split()[0], key.stdout.splitlines()[1]
+    assert plain.startswith("tly_") and "shown once" in key.stdout
+    listed = tally("--config", path, "keys", "list", "acme")
+    assert key_id in listed.stdout and plain not in listed.stdout and "active" in listed.stdout
+    assert tally("--config", path, "keys", "revoke", key_id).returncode == 0
+    assert "revoked" in tally("--config", path, "keys", "list", "acme").stdout
+    assert "disabled" in tally("--config", path, "tenants", "disable", "acme").stdout
+    assert "acme\tdisabled" in tally("--config", path, "tenants", "list").stdout
