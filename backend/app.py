@@ -10,7 +10,7 @@ from pathlib import Path
 from fastapi import FastAPI
 from fastapi.staticfiles import StaticFiles
 
-from backend.api import admin, chat, health, memory, sessions
+from backend.api import admin, chat, health, memory, openai_compat, sessions, usage
 from backend.api.errors import install_error_handlers
 from backend.api.limits import BodySizeLimit
 from backend.composition import build_services
@@ -47,8 +47,9 @@ def create_app(
     app = FastAPI(title="Tally", version="0.1.0", lifespan=lifespan)
     install_error_handlers(app)
     app.add_middleware(BodySizeLimit, max_bytes=settings.server.max_body_bytes)
-    for router in (health.router, sessions.router, chat.router, memory.router, admin.router):
-        app.include_router(router)
+    routers = (health, sessions, chat, memory, admin, usage, openai_compat)
+    for module in routers:
+        app.include_router(module.router)
     if FRONTEND.is_dir():
         app.mount("/", StaticFiles(directory=FRONTEND, html=True), name="frontend")
     return app

@@ -40,7 +40,9 @@ from backend.storage.overflow_jobs import OverflowJobRepository
 from backend.storage.sessions import SessionRepository
 from backend.storage.tenants import ApiKeyRepository, TenantNotFound, TenantRepository
 from backend.storage.tool_conversations import ToolConversationRepository
+from backend.storage.usage import UsageRepository
 from backend.tenancy.keys import Authenticator
+from backend.tenancy.quotas import RequestRateLimiter, TokenQuota
 from backend.tools.base import Tool
 from backend.tools.registry import ToolRegistry
 
@@ -114,6 +116,7 @@ async def build_services(
         )
         tenants = TenantRepository(database)
         api_keys = ApiKeyRepository(database)
+        usage = UsageRepository(database)
         runtimes = RuntimeRegistry(
             effective=lambda tenant_id, overrides: tenant_settings(
                 settings, tenant_id, {**settings.tenants.get(tenant_id, {}), **overrides}
@@ -133,6 +136,8 @@ async def build_services(
             tenants=tenants,
             api_keys=api_keys,
             authenticator=Authenticator(api_keys, admin_key=os.environ.get(ADMIN_KEY_ENV)),
+            rate_limiter=RequestRateLimiter(),
+            usage=usage,
             runtimes=runtimes,
             turns=TurnRunner(
                 sessions=factory.sessions,
@@ -140,6 +145,7 @@ async def build_services(
                 tool_conversations=tool_conversations,
                 locks=SessionLocks(database),
                 runtimes=runtimes,
+                token_quota=TokenQuota(usage),
             ),
         )
         await _resume_summaries(factory.jobs, runtimes)

@@ -148,6 +148,11 @@ class ToolSettings(Strict):
     timeout_s: float = Field(30.0, gt=0)
 
 
+class QuotaSettings(Strict):
+    requests_per_minute: int | None = Field(None, ge=1)
+    tokens_per_day: int | None = Field(None, ge=1)
+
+
 class Settings(Strict):
     server: ServerSettings = ServerSettings()
     auth: AuthSettings = AuthSettings()
@@ -159,6 +164,7 @@ class Settings(Strict):
     memory: MemorySettings = MemorySettings()
     compaction: CompactionSettings = CompactionSettings()
     tools: ToolSettings = ToolSettings()
+    quotas: QuotaSettings = QuotaSettings()
     tenants: dict[str, dict[str, Any]] = Field(default_factory=dict)
     prompts_dir: str = "prompts"
     data_dir: str = "data"
@@ -232,7 +238,7 @@ def _resolve_paths(settings: Settings, base_dir: Path) -> Settings:
 
 # Sections a tenant may override (from config.yaml `tenants:` or the admin API). Paths and the
 # memory store kind stay the operator's: a tenant never names a file.
-TENANT_SECTIONS = ("persona", "model", "summarizer", "memory", "tools", "compaction")
+TENANT_SECTIONS = ("persona", "model", "summarizer", "memory", "tools", "compaction", "quotas")
 OPERATOR_ONLY = {"memory": ("path", "store")}
 TENANT_ID = re.compile(r"[a-z0-9][a-z0-9_-]{0,63}")
 

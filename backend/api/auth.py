@@ -38,9 +38,14 @@ async def current_principal(
 PrincipalDep = Annotated[Principal, Depends(current_principal)]
 
 
-async def current_tenant(principal: PrincipalDep) -> str:
+async def current_tenant(services: ServicesDep, principal: PrincipalDep) -> str:
+    """The caller's tenant, once its request fits the tenant's requests-per-minute limit."""
     if principal.is_operator:
         raise Forbidden("the operator key has no tenant: chat with a tenant's key")
+    runtime = await services.runtimes.get(principal.tenant_id)
+    services.rate_limiter.admit(
+        principal.tenant_id, per_minute=runtime.settings.quotas.requests_per_minute
+    )
     return principal.tenant_id
 
 

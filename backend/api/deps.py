@@ -17,7 +17,9 @@ from backend.storage.overflow_jobs import OverflowJobRepository
 from backend.storage.sessions import SessionRepository
 from backend.storage.tenants import ApiKeyRepository, TenantRepository
 from backend.storage.tool_conversations import ToolConversationRepository
+from backend.storage.usage import UsageRepository
 from backend.tenancy.keys import Authenticator
+from backend.tenancy.quotas import RequestRateLimiter
 
 
 @dataclass(frozen=True, slots=True)
@@ -34,6 +36,8 @@ class Services:
     runtimes: RuntimeRegistry
     turns: TurnRunner
     authenticator: Authenticator
+    rate_limiter: RequestRateLimiter
+    usage: UsageRepository
 
 
 def get_services(request: Request) -> Services:

@@ -220,3 +220,119 @@ class KeyCreated(KeyPublic):
 
 class KeyList(BaseModel):
     keys: list[KeyPublic]
+
+
+class UsageDayPublic(BaseModel):
+    tenant_id: str
+    day: date
+    turns: int
+    prompt_tokens: int
+    completion_tokens: int
+    summarizer_tokens: int
+
+
+class UsageList(BaseModel):
+    days: list[UsageDayPublic]
+
+
+# ---- OpenAI-compatible facade (/v1) ---------------------------------------------------------
+
+
+class OpenAIBody(BaseModel):
+    """OpenAI clients send many optional parameters (sampling, caller tools, metadata...);
+    the facade accepts and ignores the ones it does not use instead of refusing the request."""
+
+    model_config = ConfigDict(extra="ignore")
+
+
+class ChatMessageIn(OpenAIBody):
+    role: Literal["system", "developer", "user", "assistant", "tool", "function"]
+    content: str | list[dict[str, Any]] | None = None
+
+
+class StreamOptions(OpenAIBody):
+    include_usage: bool = False
+
+
+class ChatCompletionRequest(OpenAIBody):
+    model: Annotated[str, Field(min_length=1, max_length=200)]
+    messages: Annotated[list[ChatMessageIn], Field(min_length=1)]
+    stream: bool = False
+    stream_options: StreamOptions | None = None
+    user: Annotated[str, Field(min_length=1, max_length=200)] | None = Field(
+        None, description="the end user: names the session when X-Tally-Session is absent"
+    )
+    n: Annotated[int, Field(ge=1, le=1, description="only one choice is produced")] = 1
+
+
+class OpenAITextPartIn(OpenAIBody):
+    type: Literal["text"]
+    text: str
+
+
+class ImageUrlIn(OpenAIBody):
+    url: str = Field(description="a data: URL, data:image/png;base64,...")
+    detail: str | None = None
+
+
+class OpenAIImagePartIn(OpenAIBody):
+    type: Literal["image_url"]
+    image_url: ImageUrlIn
+
+
+OpenAIContentPartIn = Annotated[OpenAITextPartIn | OpenAIImagePartIn, Field(discriminator="type")]
+
+
+class CompletionUsage(BaseModel):
+    prompt_tokens: int
+    completion_tokens: int
+    total_tokens: int
+
+
+class AssistantMessageOut(BaseModel):
+    role: Literal["assistant"] = "assistant"
+    content: str
+
+
+class ChatCompletionChoice(BaseModel):
+    index: int = 0
+    message: AssistantMessageOut
+    finish_reason: Literal["stop"] = "stop"
+    logprobs: None = None
+
+
+class ChatCompletion(BaseModel):
+    id: str
+    object: Literal["chat.completion"] = "chat.completion"
+    created: int
+    model: str
+    choices: list[ChatCompletionChoice]
+    usage: CompletionUsage
+
+
+class ChatCompletionChunkChoice(BaseModel):
+    index: int = 0
+    delta: dict[str, str]
+    finish_reason: Literal["stop"] | None = None
+    logprobs: None = None
+
+
+class ChatCompletionChunk(BaseModel):
+    id: str
+    object: Literal["chat.completion.chunk"] = "chat.completion.chunk"
+    created: int
+    model: str
+    choices: list[ChatCompletionChunkChoice]
+    usage: CompletionUsage | None = None
+
+
+class ModelCard(BaseModel):
+    id: str
+    object: Literal["model"] = "model"
+    created: int = 0
+    owned_by: str = "tally"
+
+
+class ModelList(BaseModel):
+    object: Literal["list"] = "list"
+    data: list[ModelCard]

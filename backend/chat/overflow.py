@@ -195,7 +195,10 @@ class OverflowWorker:
                 language=self._policy.language,
             )
             await self._jobs.record_summary(
-                job, summary=output.summary, memory_line=output.memory_text or None
+                job,
+                summary=output.summary,
+                memory_line=output.memory_text or None,
+                tokens=output.usage.prompt_tokens + output.usage.completion_tokens,
             )
             self._failpoints.hit("overflow.summarized")
             job = await self._jobs.get(tenant_id=job.tenant_id, job_id=job.id)

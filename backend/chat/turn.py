@@ -11,6 +11,7 @@ import asyncio
 import logging
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
+from datetime import UTC, datetime
 
 from backend.chat.runtime import RuntimeRegistry, TenantRuntime
 from backend.chat.tool_loop import LoopOutcome, run_tool_loop
@@ -29,6 +30,8 @@ from backend.errors import EmptyReply, TallyError, TurnCancelled
 from backend.storage.messages import MessageRepository
 from backend.storage.sessions import SessionRepository
 from backend.storage.tool_conversations import ToolConversationRepository
+from backend.storage.usage import UsageDay
+from backend.tenancy.quotas import TokenQuota
 from backend.tools.base import ToolContext
 
 log = logging.getLogger(__name__)
@@ -86,12 +89,14 @@ class TurnRunner:
         tool_conversations: ToolConversationRepository,
         locks: SessionLocks,
         runtimes: RuntimeRegistry,
+        token_quota: TokenQuota,
     ) -> None:
         self._sessions = sessions
         self._messages = messages
         self._tool_conversations = tool_conversations
         self._locks = locks
         self._runtimes = runtimes
+        self._token_quota = token_quota
         self._tasks: set[asyncio.Task[None]] = set()
         self._running: dict[tuple[str, str], TurnHandle] = {}
 
@@ -126,7 +131,8 @@ class TurnRunner:
                 finally:
                     self._running.pop(key, None)
         except TallyError as exc:
-            handle.emit(TurnFailed(code=exc.code, message=exc.message, status=exc.status))
+            retry_after = getattr(exc, "retry_after", None)
+            handle.emit(TurnFailed(exc.code, exc.message, exc.status, retry_after))
         except asyncio.CancelledError:
             handle.emit(TurnFailed("shutting_down", "the server is stopping", status=503))
             raise
@@ -140,6 +146,9 @@ class TurnRunner:
             tenant_id=request.tenant_id, session_id=request.session_id
         )
         runtime = await self._runtimes.get(request.tenant_id)
+        await self._token_quota.check(
+            request.tenant_id, per_day=runtime.settings.quotas.tokens_per_day
+        )
         user_message = await self._store_user_message(handle, session, runtime)
         if user_message is None:
             return  # an idempotent replay: already answered
@@ -273,6 +282,13 @@ class TurnRunner:
                 content=reply,
                 status="complete" if is_complete else "incomplete",
                 token_count=runtime.counter.count(reply),
+                usage=UsageDay(
+                    session.tenant_id,
+                    datetime.now(UTC).date(),
+                    turns=1,
+                    prompt_tokens=outcome.usage.prompt_tokens,
+                    completion_tokens=outcome.usage.completion_tokens,
+                ),
             )
         if is_complete and stored is not None:
             handle.emit(

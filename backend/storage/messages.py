@@ -16,6 +16,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from backend.domain.messages import ImagePart, MessageStatus, Role, StoredMessage, UserInput
 from backend.storage.database import Database
 from backend.storage.tables import messages, sessions, tool_conversations
+from backend.storage.usage import UsageDay, add_usage
 
 
 def message_from_row(row: Row[Any]) -> StoredMessage:
@@ -195,9 +196,13 @@ class MessageRepository:
         content: str,
         status: MessageStatus,
         token_count: int | None = None,
+        usage: UsageDay | None = None,
     ) -> StoredMessage:
-        """Store the turn's assistant reply and link the turn's tool conversations to it."""
+        """Store the turn's assistant reply, link the turn's tool conversations to it and
+        account its usage: one transaction."""
         async with self._db.write() as conn:
+            if usage is not None:
+                await add_usage(conn, usage)
             reply = await insert_message(
                 conn,
                 tenant_id=tenant_id,

@@ -16,6 +16,7 @@ from sqlalchemy.exc import IntegrityError
 
 from backend.storage.database import Database
 from backend.storage.tables import messages, overflow_jobs, sessions
+from backend.storage.usage import UsageDay, add_usage
 
 JobKind = Literal["overflow", "auto"]
 ACTIVE = ("pending", "summarized", "memory_written")
@@ -173,11 +174,22 @@ class OverflowJobRepository:
             )
 
     async def record_summary(
-        self, job: OverflowJob, *, summary: str, memory_line: str | None
+        self, job: OverflowJob, *, summary: str, memory_line: str | None, tokens: int
     ) -> None:
-        await self._set(
-            job.tenant_id, job.id, status="summarized", summary=summary, memory_line=memory_line
-        )
+        """Save the summary and charge its tokens to the tenant, in one transaction."""
+        async with self._db.write() as conn:
+            await conn.execute(
+                update(overflow_jobs)
+                .where(overflow_jobs.c.tenant_id == job.tenant_id, overflow_jobs.c.id == job.id)
+                .values(
+                    status="summarized",
+                    summary=summary,
+                    memory_line=memory_line,
+                    updated_at=datetime.now(UTC),
+                )
+            )
+            today = datetime.now(UTC).date()
+            await add_usage(conn, UsageDay(job.tenant_id, today, summarizer_tokens=tokens))
 
     async def record_failure(self, job: OverflowJob, *, error: str, retry_at: datetime) -> None:
         await self._set(

@@ -6,6 +6,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from sqlalchemy import delete, func, select, update
+from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from backend.domain.ids import new_session_id
@@ -66,6 +67,53 @@ class SessionRepository:
         async with self._db.write() as conn:
             await conn.execute(sessions.insert().values(**values))
         return Session(**values)  # type: ignore[arg-type]
+
+    async def find_or_create(
+        self,
+        *,
+        tenant_id: str,
+        channel: str,
+        external_key: str,
+        user_key: str | None = None,
+        title: str = "",
+    ) -> Session:
+        """The tenant's session named `external_key` on `channel`, created on first use.
+
+        (tenant, channel, external_key) is unique, so the same key under another tenant is
+        another session. When two first requests race, one insert wins and the other reads
+        the winner's row. `user_key` and `title` only apply to a session being created.
+        """
+        found = await self._find(tenant_id=tenant_id, channel=channel, external_key=external_key)
+        if found is not None:
+            return found
+        try:
+            return await self.create(
+                tenant_id=tenant_id,
+                channel=channel,
+                title=title,
+                external_key=external_key,
+                user_key=user_key,
+            )
+        except IntegrityError:
+            found = await self._find(
+                tenant_id=tenant_id, channel=channel, external_key=external_key
+            )
+            if found is None:  # not the race: another constraint (an unknown tenant, say)
+                raise
+            return found
+
+    async def _find(self, *, tenant_id: str, channel: str, external_key: str) -> Session | None:
+        async with self._db.read() as conn:
+            row = (
+                await conn.execute(
+                    select(sessions).where(
+                        sessions.c.tenant_id == tenant_id,
+                        sessions.c.channel == channel,
+                        sessions.c.external_key == external_key,
+                    )
+                )
+            ).first()
+        return None if row is None else session_from_row(row)
 
     async def get(self, *, tenant_id: str, session_id: str) -> Session:
         async with self._db.read() as conn:

@@ -1,0 +1,370 @@
+"""The OpenAI-compatible facade: `POST /v1/chat/completions` and `GET /v1/models`.
+
+Any OpenAI client (the official SDKs, tools that take a `base_url`) talks to Tally with memory:
+
+- The session is named by the `X-Tally-Session` header, else by the request's `user` field
+  (channel `openai`, that value as its external key; `user` also becomes the session's
+  `user_key`, so `memory.scope: user` keeps end users apart). With neither: 400
+  `session_required`. Sessions are per tenant: the same name under another tenant's key is
+  another session.
+- Only the newest message of `messages` is used, and it must be a user message (else 400
+  `last_message_not_user`). Tally supplies the history, the system prompt and memory from what
+  it stored, so the caller's earlier messages and system messages are ignored.
+- `model` is accepted and echoed back; the tenant's configured model answers. Sampling
+  parameters and caller-supplied tools are ignored; Tally's own tools run inside the turn and
+  the caller sees only the final text.
+- Errors keep Tally's body, `{"error": {"code", "message"}}`, plus OpenAI's `type`, so OpenAI
+  SDKs raise their usual exceptions with Tally's message and code. A streamed reply commits to
+  HTTP 200 when the model starts answering; a failure before that is a plain HTTP error, a
+  failure after it is a final `data: {"error": ...}` chunk followed by `data: [DONE]`.
+- The response carries `X-Tally-Session-Id`, the session's id in the rest of the API.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
+from dataclasses import dataclass
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Header, Request, Response
+from fastapi.responses import JSONResponse, StreamingResponse
+from fastapi.routing import APIRoute
+from pydantic import TypeAdapter, ValidationError
+
+from backend.api.auth import TenantDep
+from backend.api.chat import IdempotencyKey
+from backend.api.deps import Services, ServicesDep
+from backend.api.errors import error_response
+from backend.api.schemas import (
+    AssistantMessageOut,
+    ChatCompletion,
+    ChatCompletionChoice,
+    ChatCompletionChunk,
+    ChatCompletionChunkChoice,
+    ChatCompletionRequest,
+    ChatMessageIn,
+    CompletionUsage,
+    ContentPartIn,
+    ErrorBody,
+    ImagePartIn,
+    ModelCard,
+    ModelList,
+    OpenAIContentPartIn,
+    OpenAIImagePartIn,
+    TextPartIn,
+)
+from backend.api.user_input import to_user_input
+from backend.chat.turn import TurnHandle, TurnRequest
+from backend.domain.events import (
+    TextDelta,
+    ThinkingDelta,
+    ToolStarted,
+    TurnCompleted,
+    TurnEvent,
+    TurnFailed,
+)
+from backend.domain.messages import Session, Usage, UserInput
+from backend.errors import InvalidInput, TallyError
+
+CHANNEL = "openai"
+SESSION_HEADER = "X-Tally-Session"
+SESSION_ID_HEADER = "X-Tally-Session-Id"
+DATA_URL_PREFIX = "data:"
+
+# OpenAI's error `type` by HTTP status; other 4xx are invalid requests, 5xx server errors.
+ERROR_TYPES = {401: "authentication_error", 403: "permission_error", 429: "rate_limit_error"}
+
+COMPLETIONS_DESCRIPTION = (
+    "OpenAI Chat Completions with Tally's memory. The session comes from the X-Tally-Session "
+    "header, else the `user` field. Only the newest message is used and it must be a user "
+    "message: Tally supplies the history, system prompt and memory itself, so earlier and "
+    "system messages in `messages` are ignored. `model` is echoed back; the tenant's "
+    "configured model answers. With `stream: true` the reply is OpenAI's chunk stream."
+)
+
+
+class BadFacadeRequest(TallyError):
+    code = "invalid_request"
+    status = 400
+
+
+def error_type(status: int) -> str:
+    return ERROR_TYPES.get(status, "server_error" if status >= 500 else "invalid_request_error")
+
+
+class OpenAIErrorRoute(APIRoute):
+    """Every error of these routes, wherever raised (auth, validation, the turn), is rendered
+    by the app's one error mapping and then gains OpenAI's `type`."""
+
+    def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
+        handle = super().get_route_handler()
+
+        async def handle_with_error_type(request: Request) -> Response:
+            try:
+                response = await handle(request)
+            except Exception as exc:
+                render = _error_handler(request, exc)
+                if render is None:
+                    raise
+                response = await render(request, exc)
+            return _with_error_type(response)
+
+        return handle_with_error_type
+
+
+ErrorHandler = Callable[[Request, Exception], Awaitable[Response]]
+
+
+def _error_handler(request: Request, exc: Exception) -> ErrorHandler | None:
+    """The app's handler for `exc` (all of Tally's are async), looked up as Starlette does."""
+    handlers: dict[Any, ErrorHandler] = request.app.exception_handlers
+    return next((handlers[cls] for cls in type(exc).__mro__ if cls in handlers), None)
+
+
+def _with_error_type(response: Response) -> Response:
+    if response.status_code < 400 or not isinstance(response, JSONResponse):
+        return response
+    body = json.loads(bytes(response.body))
+    if not isinstance(body, dict) or not isinstance(body.get("error"), dict):
+        return response
+    body["error"]["type"] = error_type(response.status_code)
+    kept = {
+        k: v for k, v in response.headers.items() if k not in ("content-length", "content-type")
+    }
+    return JSONResponse(body, status_code=response.status_code, headers=kept)
+
+
+router = APIRouter(prefix="/v1", tags=["openai"], route_class=OpenAIErrorRoute)
+
+SessionName = Annotated[str | None, Header(alias=SESSION_HEADER, min_length=1, max_length=200)]
+
+
+@router.post(
+    "/chat/completions",
+    response_model=ChatCompletion,
+    description=COMPLETIONS_DESCRIPTION,
+    responses={
+        200: {"content": {"text/event-stream": {}}, "description": "JSON, or SSE with stream"},
+        400: {"model": ErrorBody},
+        401: {"model": ErrorBody},
+        422: {"model": ErrorBody},
+        503: {"model": ErrorBody},
+    },
+)
+async def create_chat_completion(
+    body: ChatCompletionRequest,
+    services: ServicesDep,
+    tenant_id: TenantDep,
+    response: Response,
+    session_name: SessionName = None,
+    idempotency_key: IdempotencyKey = None,
+) -> ChatCompletion | StreamingResponse | JSONResponse:
+    user_input = _newest_user_input(
+        body.messages, max_chars=services.settings.server.max_message_chars
+    )
+    session = await _session(services, tenant_id, session_name, body.user)
+    handle = services.turns.start(
+        TurnRequest(
+            tenant_id=tenant_id,
+            session_id=session.id,
+            user_input=user_input,
+            idempotency_key=idempotency_key,
+        )
+    )
+    headers = {SESSION_ID_HEADER: session.id}
+    if body.stream:
+        is_usage_wanted = body.stream_options is not None and body.stream_options.include_usage
+        return await _stream(handle, body.model, headers, is_usage_wanted=is_usage_wanted)
+    end = await handle.result()
+    if isinstance(end, TurnFailed):
+        return _failure(end, headers)
+    response.headers.update(headers)
+    return ChatCompletion(
+        id=f"chatcmpl-{end.turn_id}",
+        created=int(time.time()),
+        model=body.model,
+        choices=[ChatCompletionChoice(message=AssistantMessageOut(content=end.reply))],
+        usage=_usage(end.usage),
+    )
+
+
+@router.get("/models")
+async def list_models(services: ServicesDep, tenant_id: TenantDep) -> ModelList:
+    """The model that answers this tenant (whatever `model` a request names)."""
+    runtime = await services.runtimes.get(tenant_id)
+    return ModelList(data=[ModelCard(id=runtime.model.name)])
+
+
+# ---- request -> turn ------------------------------------------------------------------------
+
+_USER_CONTENT: TypeAdapter[str | list[OpenAIContentPartIn]] = TypeAdapter(
+    str | list[OpenAIContentPartIn]
+)
+
+
+def _newest_user_input(messages: list[ChatMessageIn], *, max_chars: int) -> UserInput:
+    newest = messages[-1]
+    if newest.role != "user":
+        raise BadFacadeRequest(
+            f"the last message must be a user message, not {newest.role!r}: Tally keeps the "
+            "history itself and answers the newest user message",
+            code="last_message_not_user",
+        )
+    try:
+        content = _USER_CONTENT.validate_python(newest.content)
+    except ValidationError as exc:
+        problem = exc.errors()[0]
+        raise InvalidInput(
+            f"the last message's content is not text or text and image_url parts: "
+            f"{problem.get('msg', 'invalid')}",
+            code="invalid_content",
+        ) from exc
+    if isinstance(content, str):
+        return to_user_input(content, max_chars=max_chars)
+    parts: list[ContentPartIn] = [
+        _image(part)
+        if isinstance(part, OpenAIImagePartIn)
+        else TextPartIn(type="text", text=part.text)
+        for part in content
+    ]
+    return to_user_input(parts, max_chars=max_chars)
+
+
+def _image(part: OpenAIImagePartIn) -> ImagePartIn:
+    """`data:<media type>;base64,<data>` into Tally's image part; remote URLs are refused (the
+    server does not fetch URLs on a caller's behalf)."""
+    url = part.image_url.url
+    header, is_split, data = url.partition(",")
+    if not url.startswith(DATA_URL_PREFIX) or not is_split or not header.endswith(";base64"):
+        raise InvalidInput(
+            "an image must be a base64 data: URL (data:image/png;base64,...)",
+            code="unsupported_image_url",
+        )
+    media_type = header.removeprefix(DATA_URL_PREFIX).removesuffix(";base64")
+    try:
+        return ImagePartIn.model_validate({"type": "image", "media_type": media_type, "data": data})
+    except ValidationError as exc:
+        raise InvalidInput(
+            f"unsupported image type {media_type!r}: use PNG, JPEG, GIF or WebP",
+            code="invalid_image",
+        ) from exc
+
+
+async def _session(
+    services: Services, tenant_id: str, session_name: str | None, user: str | None
+) -> Session:
+    name = session_name or user
+    if name is None:
+        raise BadFacadeRequest(
+            f"name the conversation with the {SESSION_HEADER} header or the `user` field: "
+            "Tally keeps its history under that name",
+            code="session_required",
+        )
+    if not name.isprintable():
+        raise BadFacadeRequest("the session name has control characters", code="invalid_session")
+    return await services.sessions.find_or_create(
+        tenant_id=tenant_id, channel=CHANNEL, external_key=name, user_key=user
+    )
+
+
+# ---- turn -> response -----------------------------------------------------------------------
+
+
+def _usage(usage: Usage) -> CompletionUsage:
+    return CompletionUsage(
+        prompt_tokens=usage.prompt_tokens,
+        completion_tokens=usage.completion_tokens,
+        total_tokens=usage.prompt_tokens + usage.completion_tokens,
+    )
+
+
+def _failure(end: TurnFailed, headers: dict[str, str]) -> JSONResponse:
+    if end.retry_after:
+        headers = {**headers, "Retry-After": str(max(1, round(end.retry_after)))}
+    return error_response(end.status, end.code, end.message, headers)
+
+
+# The model has begun to answer: from here on the stream is committed to HTTP 200.
+_OUTPUT = (TextDelta, ThinkingDelta, ToolStarted, TurnCompleted, TurnFailed)
+
+
+async def _stream(
+    handle: TurnHandle, model: str, headers: dict[str, str], *, is_usage_wanted: bool
+) -> StreamingResponse | JSONResponse:
+    events = handle.events()
+    head: list[TurnEvent] = []
+    async for event in events:  # wait for output, so an early failure keeps its HTTP status
+        head.append(event)
+        if isinstance(event, _OUTPUT):
+            break
+    if isinstance(head[-1], TurnFailed):
+        return _failure(head[-1], headers)
+    chunks = _Chunks(f"chatcmpl-{handle.turn_id}", int(time.time()), model)
+    return StreamingResponse(
+        _sse(handle, _chain(head, events), chunks, is_usage_wanted=is_usage_wanted),
+        media_type="text/event-stream",
+        headers={**headers, "Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
+    )
+
+
+async def _chain(head: list[TurnEvent], rest: AsyncIterator[TurnEvent]) -> AsyncIterator[TurnEvent]:
+    for event in head:
+        yield event
+    async for event in rest:
+        yield event
+
+
+@dataclass(frozen=True, slots=True)
+class _Chunks:
+    """Encodes OpenAI's `chat.completion.chunk` SSE lines for one completion."""
+
+    id: str
+    created: int
+    model: str
+
+    def delta(self, delta: dict[str, str], *, is_last: bool = False) -> bytes:
+        choice = ChatCompletionChunkChoice(delta=delta, finish_reason="stop" if is_last else None)
+        return self._encode(choices=[choice])
+
+    def usage(self, usage: Usage) -> bytes:
+        return self._encode(choices=[], usage=_usage(usage))
+
+    def _encode(self, **fields: Any) -> bytes:
+        chunk = ChatCompletionChunk(id=self.id, created=self.created, model=self.model, **fields)
+        return f"data: {chunk.model_dump_json()}\n\n".encode()
+
+
+DONE = b"data: [DONE]\n\n"
+
+
+def _error_chunk(end: TurnFailed) -> bytes:
+    error = {"code": end.code, "message": end.message, "type": error_type(end.status)}
+    return f"data: {json.dumps({'error': error}, ensure_ascii=False)}\n\n".encode()
+
+
+async def _sse(
+    handle: TurnHandle,
+    events: AsyncIterator[TurnEvent],
+    chunks: _Chunks,
+    *,
+    is_usage_wanted: bool,
+) -> AsyncIterator[bytes]:
+    is_finished = False
+    try:
+        yield chunks.delta({"role": "assistant", "content": ""})
+        async for event in events:
+            if isinstance(event, TextDelta) and event.text:
+                yield chunks.delta({"content": event.text})
+            elif isinstance(event, TurnCompleted):
+                yield chunks.delta({}, is_last=True)
+                if is_usage_wanted:
+                    yield chunks.usage(event.usage)
+            elif isinstance(event, TurnFailed):
+                yield _error_chunk(event)
+        yield DONE
+        is_finished = True
+    finally:
+        if not is_finished:  # the client went away: stop the model call
+            handle.cancel()

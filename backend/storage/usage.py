@@ -1,0 +1,75 @@
+"""Usage accounting per tenant and UTC day: turns, prompt, completion and summarizer tokens.
+
+Each turn's usage is added inside the transaction that stores its reply, with an upsert, so
+accounting costs no extra commit and is never lost or counted twice.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import date
+
+from sqlalchemy import select
+from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from backend.storage.database import Database
+from backend.storage.tables import usage
+
+COUNTERS = ("turns", "prompt_tokens", "completion_tokens", "summarizer_tokens")
+
+
+@dataclass(frozen=True, slots=True)
+class UsageDay:
+    tenant_id: str
+    day: date
+    turns: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    summarizer_tokens: int = 0
+
+    @property
+    def total_tokens(self) -> int:
+        return self.prompt_tokens + self.completion_tokens + self.summarizer_tokens
+
+
+async def add_usage(conn: AsyncConnection, delta: UsageDay) -> None:
+    """Add `delta` to its tenant's day, inside the caller's write transaction."""
+    values = {"tenant_id": delta.tenant_id, "day": delta.day}
+    values.update({name: getattr(delta, name) for name in COUNTERS})
+    dialect = postgresql if conn.dialect.name == "postgresql" else sqlite
+    statement = dialect.insert(usage).values(**values)
+    statement = statement.on_conflict_do_update(
+        index_elements=[usage.c.tenant_id, usage.c.day],
+        set_={name: usage.c[name] + statement.excluded[name] for name in COUNTERS},
+    )
+    await conn.execute(statement)
+
+
+class UsageRepository:
+    def __init__(self, database: Database) -> None:
+        self._db = database
+
+    async def days(self, *, tenant_id: str | None, since: date) -> list[UsageDay]:
+        """Days from `since` on, newest first; every tenant when `tenant_id` is None (the
+        operator's view)."""
+        query = select(usage).where(usage.c.day >= since)
+        if tenant_id is not None:
+            query = query.where(usage.c.tenant_id == tenant_id)
+        async with self._db.read() as conn:
+            rows = await conn.execute(query.order_by(usage.c.day.desc(), usage.c.tenant_id))
+            return [
+                UsageDay(row.tenant_id, row.day, *(getattr(row, name) for name in COUNTERS))
+                for row in rows
+            ]
+
+    async def tokens_on(self, *, tenant_id: str, day: date) -> int:
+        async with self._db.read() as conn:
+            row = (
+                await conn.execute(
+                    select(usage).where(usage.c.tenant_id == tenant_id, usage.c.day == day)
+                )
+            ).first()
+        if row is None:
+            return 0
+        return int(row.prompt_tokens + row.completion_tokens + row.summarizer_tokens)

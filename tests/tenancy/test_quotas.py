@@ -1,0 +1,112 @@
+"""Rate limits and token quotas, with a controlled clock, and usage accounting over HTTP."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+
+from backend.app import create_app
+from backend.providers.scripted import ScriptedProvider
+from backend.storage.database import Database
+from backend.storage.migrate import migrate
+from backend.storage.usage import UsageDay, UsageRepository, add_usage
+from backend.tenancy.quotas import RateLimited, RequestRateLimiter, TokenQuota
+from tests.conftest import make_settings, serve
+from tests.fakes.summarizer import EchoSummarizer
+
+
+class Clock:
+    def __init__(self, now: float = 1000.0) -> None:
+        self.now = now
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_requests_per_minute_slide_with_the_clock() -> None:
+    clock = Clock()
+    limiter = RequestRateLimiter(clock)
+    for _ in range(3):
+        limiter.admit("acme", per_minute=3)
+        clock.now += 10
+    with pytest.raises(RateLimited) as caught:
+        limiter.admit("acme", per_minute=3)
+    assert caught.value.status == 429 and caught.value.retry_after == pytest.approx(30)
+    limiter.admit("globex", per_minute=3)  # another tenant has its own window
+    clock.now += 30.001  # the first request leaves the window
+    limiter.admit("acme", per_minute=3)
+    limiter.admit("acme", per_minute=None)  # no limit configured
+
+
+async def test_token_quota_renews_at_utc_midnight(database_url: str) -> None:
+    database = Database(database_url)
+    await migrate(database)
+    today = datetime(2026, 11, 30, 22, 0, tzinfo=UTC)
+    async with database.write() as conn:
+        await add_usage(
+            conn,
+            UsageDay(
+                "acme",
+                today.date(),
+                turns=2,
+                prompt_tokens=60,
+                completion_tokens=30,
+                summarizer_tokens=10,
+            ),
+        )
+    now = today
+    quota = TokenQuota(UsageRepository(database), clock=lambda: now)
+    await quota.check("acme", per_day=101)
+    with pytest.raises(RateLimited) as caught:
+        await quota.check("acme", per_day=100)
+    assert caught.value.code == "token_quota_exceeded"
+    assert caught.value.retry_after == pytest.approx(2 * 3600)
+    now = today + timedelta(hours=2, seconds=1)  # a new UTC day
+    await quota.check("acme", per_day=100)
+    await database.dispose()
+
+
+async def test_quotas_answer_429_with_retry_after_and_usage_is_accounted(
+    database_url: str, tmp_path: Path
+) -> None:
+    settings = make_settings(
+        database_url,
+        tmp_path,
+        persona={"max_history_messages": 4},
+        memory={"path": str(tmp_path / "MEMORY.md"), "overflow_batch": 2},
+        quotas={"tokens_per_day": 10_000},
+        tenants={"default": {"quotas": {"requests_per_minute": 12, "tokens_per_day": 600}}},
+    )
+    app = create_app(
+        settings,
+        provider=ScriptedProvider(replies=["a reply of five words"]),
+        summarizer_provider=EchoSummarizer(),
+    )
+    async with serve(app) as client:
+        session_id = (await client.post("/api/chat/sessions", json={})).json()["id"]
+        statuses = []
+        for i in range(10):
+            response = await client.post(
+                "/api/chat/send", json={"session_id": session_id, "message": f"hello number {i}"}
+            )
+            statuses.append(response.status_code)
+            if response.status_code == 429:
+                break
+        await app.state.services.runtimes.wait_idle()
+        quota_hit = response
+        used = (await client.get("/api/usage")).json()["days"]
+        admin_view = (await client.get("/api/admin/usage")).json()["days"]
+        responses = [await client.get("/api/chat/sessions") for _ in range(10)]
+    assert statuses[-1] == 429 and statuses.count(200) >= 3
+    assert quota_hit.json()["error"]["code"] == "token_quota_exceeded"
+    assert int(quota_hit.headers["Retry-After"]) > 0
+    (day,) = used
+    assert day["turns"] == statuses.count(200)
+    assert day["prompt_tokens"] > 0 and day["completion_tokens"] == 5 * day["turns"]
+    assert day["summarizer_tokens"] > 0  # the summarizer is charged to the tenant
+    assert admin_view == used
+    limited = [r for r in responses if r.status_code == 429]
+    assert limited and limited[0].json()["error"]["code"] == "rate_limited"
+    assert int(limited[0].headers["Retry-After"]) >= 1
