@@ -10,7 +10,7 @@ from pathlib import Path
 from fastapi import FastAPI
 from fastapi.staticfiles import StaticFiles
 
-from backend.api import admin, chat, health, memory, openai_compat, sessions, usage
+from backend.api import admin, chat, health, memory, metrics, openai_compat, sessions, usage
 from backend.api.errors import install_error_handlers
 from backend.api.limits import BodySizeLimit
 from backend.composition import build_services
@@ -47,7 +47,7 @@ def create_app(
     app = FastAPI(title="Tally", version="0.1.0", lifespan=lifespan)
     install_error_handlers(app)
     app.add_middleware(BodySizeLimit, max_bytes=settings.server.max_body_bytes)
-    routers = (health, sessions, chat, memory, admin, usage, openai_compat)
+    routers = (health, sessions, chat, memory, admin, usage, metrics, openai_compat)
     for module in routers:
         app.include_router(module.router)
     if FRONTEND.is_dir():

@@ -16,10 +16,28 @@ from backend.settings import Settings, load_settings
 LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 
 
+class KeyValueFormatter(logging.Formatter):
+    """Appends the ids a log call carries (`extra=`) as key=value pairs, for grep and log
+    shippers. Message bodies and secrets are never passed in."""
+
+    FIELDS = ("tenant", "session", "turn")
+
+    def format(self, record: logging.LogRecord) -> str:
+        line = super().format(record)
+        pairs = [f"{name}={getattr(record, name)}" for name in self.FIELDS if hasattr(record, name)]
+        return " ".join([line, *pairs])
+
+
+def configure_logging() -> None:
+    handler = logging.StreamHandler()
+    handler.setFormatter(KeyValueFormatter(LOG_FORMAT))
+    logging.basicConfig(level=logging.INFO, handlers=[handler])
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = _parser()
     args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.INFO, format=LOG_FORMAT)
+    configure_logging()
     command: Callable[[argparse.Namespace], int] = args.command
     try:
         return command(args)

@@ -23,6 +23,7 @@ from backend.api.sse import encode_event
 from backend.api.user_input import to_user_input
 from backend.chat.turn import TurnHandle, TurnRequest
 from backend.domain.events import TurnFailed
+from backend.metrics import ACTIVE_STREAMS
 
 router = APIRouter(prefix="/api/chat", tags=["chat"])
 
@@ -93,11 +94,13 @@ async def send(
 
 async def _event_stream(handle: TurnHandle) -> AsyncIterator[bytes]:
     is_finished = False
+    ACTIVE_STREAMS.inc()
     try:
         async for event in handle.events():
             yield encode_event(event)
         is_finished = True
     finally:
+        ACTIVE_STREAMS.dec()
         if not is_finished:  # the client went away: stop the model call
             handle.cancel()
 

@@ -22,6 +22,7 @@ from backend.domain.messages import Session, StoredMessage
 from backend.errors import SessionNotFound, TallyError
 from backend.memory.base import MemoryStore
 from backend.memory.entries import NewEntry, Provenance
+from backend.metrics import SUMMARIZER_RUNS, TOKENS
 from backend.storage.messages import MessageRepository
 from backend.storage.overflow_jobs import OverflowJob, OverflowJobRepository
 from backend.storage.sessions import SessionRepository
@@ -121,7 +122,9 @@ class OverflowWorker:
         except asyncio.CancelledError:
             raise
         except Exception:
-            log.exception("overflow drain failed (tenant %s, session %s)", tenant_id, session_id)
+            log.exception(
+                "overflow drain failed", extra={"tenant": tenant_id, "session": session_id}
+            )
 
     async def _plan(self, tenant_id: str, session_id: str) -> OverflowJob | None:
         try:
@@ -194,6 +197,13 @@ class OverflowWorker:
                 previous_summary=job.previous_summary,
                 language=self._policy.language,
             )
+            is_fallback = self._summarizer.has_fallback and (
+                job.attempts >= self._policy.retries_per_model
+            )
+            SUMMARIZER_RUNS.labels(job.tenant_id, "fallback" if is_fallback else "ok").inc()
+            TOKENS.labels(job.tenant_id, "summarizer").inc(
+                output.usage.prompt_tokens + output.usage.completion_tokens
+            )
             await self._jobs.record_summary(
                 job,
                 summary=output.summary,
@@ -225,16 +235,16 @@ class OverflowWorker:
         return entry.id
 
     async def _retry_later(self, job: OverflowJob, error: TallyError) -> None:
+        SUMMARIZER_RUNS.labels(job.tenant_id, "failed").inc()
         backoff = min(self._policy.retry_base_s * 2**job.attempts, self._policy.retry_max_s)
         delay = backoff * (0.5 + random.random())
         log.warning(
-            "overflow job %s failed (%s, attempt %s, tenant %s, session %s); retry in %.1f s",
+            "overflow job %s failed (%s, attempt %s); retry in %.1f s",
             job.id,
             error.code,
             job.attempts + 1,
-            job.tenant_id,
-            job.session_id,
             delay,
+            extra={"tenant": job.tenant_id, "session": job.session_id},
         )
         retry_at = datetime.now(UTC) + timedelta(seconds=delay)
         await self._jobs.record_failure(

@@ -15,6 +15,7 @@ from backend.chat.tokens import MESSAGE_OVERHEAD, TokenCounter
 from backend.domain.events import Compacted
 from backend.domain.messages import Session, StoredMessage
 from backend.domain.requests import ChatRequest, RequestMessage
+from backend.metrics import PROMPT_BUILD_SECONDS
 from backend.settings import PersonaSettings
 from backend.storage.messages import MessageRepository
 from backend.tools.registry import ToolRegistry
@@ -57,6 +58,10 @@ class RequestBuilder:
         self._clock = clock
 
     async def build(self, session: Session, user_message: StoredMessage) -> BuiltRequest:
+        with PROMPT_BUILD_SECONDS.time():
+            return await self._build(session, user_message)
+
+    async def _build(self, session: Session, user_message: StoredMessage) -> BuiltRequest:
         settings = self._settings
         limit = settings.persona.max_history_messages
         window = await self._messages.window(

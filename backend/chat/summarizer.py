@@ -74,6 +74,10 @@ class Summarizer:
         self._models = list(models)
         self._prompts = prompts
 
+    @property
+    def has_fallback(self) -> bool:
+        return len(self._models) > 1
+
     def model_for(self, attempt: int, *, retries_per_model: int) -> SummaryModel:
         """The summarizer's own model first; its fallback after `retries_per_model` failures."""
         return self._models[min(attempt // retries_per_model, len(self._models) - 1)]

@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
+from backend.chat.observability import observe_turn_event
 from backend.chat.runtime import RuntimeRegistry, TenantRuntime
 from backend.chat.tool_loop import LoopOutcome, run_tool_loop
 from backend.chat.turn_lock import SessionLocks
@@ -50,12 +52,19 @@ class TurnHandle:
 
     def __init__(self, request: TurnRequest) -> None:
         self.request = request
+        self.started_at = time.perf_counter()
         self.turn_id = new_turn_id()
         self._queue: asyncio.Queue[TurnEvent] = asyncio.Queue()
         self._llm_task: asyncio.Task[None] | None = None
         self.is_cancel_requested = False
 
+    def log_fields(self) -> dict[str, str]:
+        """Ids for structured logs; never message text."""
+        request = self.request
+        return {"tenant": request.tenant_id, "session": request.session_id, "turn": self.turn_id}
+
     def emit(self, event: TurnEvent) -> None:
+        observe_turn_event(self.request.tenant_id, event, started_at=self.started_at)
         self._queue.put_nowait(event)
 
     def cancel(self) -> None:
@@ -137,7 +146,7 @@ class TurnRunner:
             handle.emit(TurnFailed("shutting_down", "the server is stopping", status=503))
             raise
         except Exception:
-            log.exception("turn %s failed (tenant %s, session %s)", handle.turn_id, *key)
+            log.exception("turn failed unexpectedly", extra=handle.log_fields())
             handle.emit(TurnFailed("internal_error", "the turn failed unexpectedly", status=500))
 
     async def _run_locked(self, handle: TurnHandle) -> None:
@@ -304,13 +313,7 @@ class TurnRunner:
             )
             return stored
         failure = error or EmptyReply("model", "the model stopped without a reply")
-        log.warning(
-            "turn %s ended with %s (tenant %s, session %s)",
-            handle.turn_id,
-            failure.code,
-            session.tenant_id,
-            session.id,
-        )
+        log.warning("turn ended with %s", failure.code, extra=handle.log_fields())
         handle.emit(
             TurnFailed(
                 code=failure.code,

@@ -72,5 +72,13 @@ class ToolRegistry:
         except TimeoutError:
             return f"error: the tool did not finish within {self._timeout_s:g} s", True
         except Exception:
-            log.exception("tool %s crashed (session %s)", call.name, context.session_id)
+            log.exception(
+                "tool %s crashed",
+                call.name,
+                extra={
+                    "tenant": context.tenant_id,
+                    "session": context.session_id,
+                    "turn": context.turn_id,
+                },
+            )
             return "error: the tool failed unexpectedly", True

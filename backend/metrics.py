@@ -1,0 +1,61 @@
+"""Prometheus metrics, in a registry of Tally's own (`GET /metrics` renders it).
+
+Labels hold tenant ids, provider names, error codes and reasons: never message text.
+"""
+
+from __future__ import annotations
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+
+REGISTRY = CollectorRegistry(auto_describe=True)
+
+TURNS = Counter(
+    "tally_turns", "Chat turns, by tenant and outcome", ["tenant", "outcome"], registry=REGISTRY
+)
+TURN_SECONDS = Histogram(
+    "tally_turn_seconds",
+    "Turn latency from start to the final event",
+    ["tenant"],
+    buckets=(0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60, 120),
+    registry=REGISTRY,
+)
+TOKENS = Counter(
+    "tally_tokens",
+    "Tokens used, by tenant and kind (prompt, completion, summarizer)",
+    ["tenant", "kind"],
+    registry=REGISTRY,
+)
+SUMMARIZER_RUNS = Counter(
+    "tally_summarizer_runs",
+    "Overflow summarizer calls, by tenant and outcome (ok, failed, fallback)",
+    ["tenant", "outcome"],
+    registry=REGISTRY,
+)
+PROVIDER_FAILURES = Counter(
+    "tally_provider_failures",
+    "Turns that ended in a provider error, by error code",
+    ["tenant", "code"],
+    registry=REGISTRY,
+)
+PROVIDER_FALLBACKS = Counter(
+    "tally_provider_fallbacks", "Switches to a fallback model", ["tenant"], registry=REGISTRY
+)
+COMPACTIONS = Counter(
+    "tally_compactions",
+    "Emergency compactions of a request",
+    ["tenant", "reason"],
+    registry=REGISTRY,
+)
+COMPACTION_TOKENS = Counter(
+    "tally_compaction_tokens",
+    "Request tokens before and after emergency compactions",
+    ["tenant", "stage"],
+    registry=REGISTRY,
+)
+ACTIVE_STREAMS = Gauge("tally_active_streams", "SSE streams open now", registry=REGISTRY)
+PROMPT_BUILD_SECONDS = Histogram(
+    "tally_prompt_build_seconds",
+    "Time to gather window and memory and compile one request",
+    buckets=(0.0005, 0.001, 0.0025, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25),
+    registry=REGISTRY,
+)
