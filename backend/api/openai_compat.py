@@ -236,8 +236,8 @@ def _image(part: OpenAIImagePartIn) -> ImagePartIn:
     """`data:<media type>;base64,<data>` into Tally's image part; remote URLs are refused (the
     server does not fetch URLs on a caller's behalf)."""
     url = part.image_url.url
-    header, is_split, data = url.partition(",")
-    if not url.startswith(DATA_URL_PREFIX) or not is_split or not header.endswith(";base64"):
+    header, comma, data = url.partition(",")
+    if not url.startswith(DATA_URL_PREFIX) or not comma or not header.endswith(";base64"):
         raise InvalidInput(
             "an image must be a base64 data: URL (data:image/png;base64,...)",
             code="unsupported_image_url",
