@@ -148,6 +148,8 @@ async def build_services(
                 token_quota=TokenQuota(usage),
             ),
         )
+        if database.is_sqlite:  # one process per database: leases left are a crash's
+            await factory.jobs.release_leases()
         await _resume_summaries(factory.jobs, runtimes)
         try:
             yield services

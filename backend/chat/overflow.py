@@ -41,7 +41,7 @@ class OverflowPolicy:
     retries_per_model: int = 3
     retry_base_s: float = 2.0
     retry_max_s: float = 300.0
-    lease_s: float = 600.0
+    lease_s: float = 120.0  # a crashed worker's job is free again after this
 
 
 def auto_write_range(
@@ -79,6 +79,7 @@ class OverflowWorker:
         self._failpoints = failpoints
         self._sleep = sleep
         self._drains: dict[tuple[str, str], asyncio.Task[None]] = {}
+        self._busy: set[tuple[str, str]] = set()  # drains inside a job's steps
 
     def after_turn(self, session: Session, window: Sequence[StoredMessage]) -> None:
         key = (session.tenant_id, session.id)
@@ -100,10 +101,15 @@ class OverflowWorker:
         while self._drains:
             await asyncio.gather(*list(self._drains.values()), return_exceptions=True)
 
-    async def aclose(self) -> None:
-        for task in list(self._drains.values()):
+    async def aclose(self, *, grace_s: float = 5.0) -> None:
+        """Let running jobs finish for `grace_s`, then cancel them (they resume at start)."""
+        busy = [self._drains[key] for key in self._busy if key in self._drains]
+        if busy:  # a drain waiting out a backoff is cancelled at once
+            await asyncio.wait(busy, timeout=grace_s)
+        drains = list(self._drains.values())
+        for task in drains:
             task.cancel()
-        await asyncio.gather(*list(self._drains.values()), return_exceptions=True)
+        await asyncio.gather(*drains, return_exceptions=True)
 
     def _spawn(self, key: tuple[str, str]) -> None:
         if key in self._drains:
@@ -117,8 +123,10 @@ class OverflowWorker:
             while True:
                 jobs = await self._jobs.active(tenant_id=tenant_id, session_id=session_id)
                 job = jobs[0] if jobs else await self._plan(tenant_id, session_id)
-                if job is None or not await self._run_when_due(job):
+                if job is None:
                     return
+                if not await self._run_when_due(job):  # another worker holds it: wait it out
+                    await self._sleep(self._policy.lease_s / 4)
         except asyncio.CancelledError:
             raise
         except Exception:
@@ -161,7 +169,7 @@ class OverflowWorker:
         )
 
     async def _run_when_due(self, job: OverflowJob) -> bool:
-        """Run the job's remaining steps; False when another worker holds it."""
+        """Run the job's remaining steps; False while another worker's lease holds it."""
         if job.next_attempt_at is not None:
             delay = (job.next_attempt_at - datetime.now(UTC)).total_seconds()
             if delay > 0:
@@ -170,10 +178,14 @@ class OverflowWorker:
             tenant_id=job.tenant_id, job_id=job.id, lease_s=self._policy.lease_s
         ):
             return False
+        key = (job.tenant_id, job.session_id)
+        self._busy.add(key)
         try:
             await self._advance(job)
         except TallyError as exc:
             await self._retry_later(job, exc)
+        finally:
+            self._busy.discard(key)
         return True
 
     async def _advance(self, job: OverflowJob) -> None:

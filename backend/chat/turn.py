@@ -28,7 +28,7 @@ from backend.domain.events import (
 )
 from backend.domain.ids import new_turn_id
 from backend.domain.messages import Session, StoredMessage, Usage, UserInput
-from backend.errors import EmptyReply, TallyError, TurnCancelled
+from backend.errors import Conflict, EmptyReply, TallyError, TurnCancelled
 from backend.storage.messages import MessageRepository
 from backend.storage.sessions import SessionRepository
 from backend.storage.tool_conversations import ToolConversationRepository
@@ -185,7 +185,7 @@ class TurnRunner:
                 idempotency_key=request.idempotency_key,
             )
             if earlier:
-                return self._replay(handle, earlier)
+                return await self._replay(handle, earlier)
         return await self._messages.add_user(
             tenant_id=request.tenant_id,
             session_id=session.id,
@@ -195,11 +195,26 @@ class TurnRunner:
             idempotency_key=request.idempotency_key,
         )
 
-    def _replay(self, handle: TurnHandle, earlier: list[StoredMessage]) -> StoredMessage | None:
-        """A retried request: answer with the stored reply, or resume the unanswered turn."""
+    async def _replay(
+        self, handle: TurnHandle, earlier: list[StoredMessage]
+    ) -> StoredMessage | None:
+        """A retried request: answer with the stored reply, or resume the unanswered turn, as
+        long as no newer turn came since (its answer would then reply out of context)."""
         user_message, replies = earlier[0], [m for m in earlier if m.role == "assistant"]
         handle.turn_id = user_message.turn_id
         if not replies or replies[-1].status != "complete":
+            newest = await self._messages.window(
+                tenant_id=handle.request.tenant_id,
+                session_id=user_message.session_id,
+                start_id=0,
+                limit=1,
+            )
+            if newest and newest[-1].id not in {m.id for m in earlier}:
+                raise Conflict(
+                    "newer turns were answered since this request failed; send it again "
+                    "with a new Idempotency-Key",
+                    code="turn_superseded",
+                )
             return user_message
         reply = replies[-1]
         handle.emit(TurnStarted(user_message.session_id, handle.turn_id, user_message.id))

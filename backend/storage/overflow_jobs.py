@@ -165,6 +165,16 @@ class OverflowJobRepository:
             )
             return result.rowcount == 1
 
+    async def release_leases(self) -> None:
+        """Free every lease: at start-up of the only process (SQLite), any lease belongs to a
+        process that is gone."""
+        async with self._db.write() as conn:
+            await conn.execute(
+                update(overflow_jobs)
+                .where(overflow_jobs.c.status.in_(ACTIVE))
+                .values(leased_until=None)
+            )
+
     async def _set(self, tenant_id: str, job_id: int, **values: object) -> None:
         async with self._db.write() as conn:
             await conn.execute(

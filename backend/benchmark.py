@@ -1,0 +1,401 @@
+"""`tally bench`: what Tally costs per chat turn on top of its model call.
+
+An instant fake upstream (`bench/upstream.py`) stands in for the model, so all that is measured
+is server overhead. Every scenario gets a fresh `tally serve` with a fresh database; the load
+driver (`bench/driver.py`, httpx2) warms it up, waits until it is idle, measures, and waits until
+it is idle again (background work after the reply counts). Seeded sessions get one unmeasured
+turn first, reported on a line of its own. The report goes to stdout and bench/out/latest.json.
+
+Environment:
+  TALLY_BENCH_FLOOR=DIR   also run the floor app (`DIR/floor_app.py`: the smallest honest chat
+                          endpoint) through the non-stream scenarios; print Tally/floor ratios
+  TALLY_BENCH_PIN=1       server on CPU 0, upstream and driver on CPU 1 (taskset); steadier
+  TALLY_BENCH_REPEATS=N   run everything N times, alternating the target order; report medians
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import shutil
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from types import FrameType
+from typing import Any
+
+from backend.settings import Settings
+
+ROOT = Path(__file__).resolve().parent.parent
+BENCH = ROOT / "bench"
+OUT = BENCH / "out" / "latest.json"
+HOST = "127.0.0.1"  # loopback only: every URL is built from this
+SEED_MESSAGES = 10_000
+MEDIAN_METRICS = (
+    "turns_per_s",
+    "p50_ms",
+    "p99_ms",
+    "cpu_ms_per_turn",
+    "peak_rss_mb",
+    "llm_calls_per_turn",
+    "prompt_kb_per_call",
+    "drain_s",
+    "driver_cpu_util",
+    "first_turn_cpu_ms",  # seeded scenarios: the unmeasured first turn, drain included
+    "first_turn_llm_calls",
+)
+RATIO_METRICS = {
+    "turns_per_s": "turns/s",
+    "p50_ms": "p50",
+    "p99_ms": "p99",
+    "cpu_ms_per_turn": "CPU ms/turn",
+    "peak_rss_mb": "peak RSS",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Scenario:
+    key: str
+    label: str
+    sessions: int
+    turns: int  # per session
+    seed: int = 0
+    stream: bool = False
+
+
+class BenchError(Exception):
+    pass
+
+
+def scenarios(is_quick: bool) -> list[Scenario]:
+    a, b, c = (40, 10, 10) if is_quick else (200, 50, 50)
+    history = f"{SEED_MESSAGES:,} seeded"
+    return [
+        Scenario("a", f"a: 1 × {a} sequential", 1, a),
+        Scenario("a-sse", f"a: 1 × {a} sequential, SSE", 1, a, stream=True),
+        Scenario("b", f"b: 8 × {b} concurrent", 8, b),
+        Scenario("c", f"c: {history}, 1 × {c}", 1, c, SEED_MESSAGES),
+        Scenario("c-sse", f"c: {history}, 1 × {c}, SSE", 1, c, SEED_MESSAGES, stream=True),
+    ]
+
+
+def run_benchmark(settings: Settings, *, is_quick: bool) -> int:
+    """Measure every scenario, print the report and save it as JSON; 1 if any turn failed.
+    `settings` is not used: the bench writes its own config around the fake upstream."""
+    del settings
+    floor = os.environ.get("TALLY_BENCH_FLOOR")
+    floor_dir = str(Path(floor).resolve()) if floor else None
+    if floor_dir and not (Path(floor_dir) / "floor_app.py").is_file():
+        print(f"tally bench: TALLY_BENCH_FLOOR: no floor_app.py in {floor_dir}", file=sys.stderr)
+        return 2
+    repeats_text = os.environ.get("TALLY_BENCH_REPEATS") or "1"
+    if not repeats_text.isdigit() or int(repeats_text) < 1:
+        print("tally bench: TALLY_BENCH_REPEATS must be a positive number", file=sys.stderr)
+        return 2
+    repeats = int(repeats_text)
+    pin = os.environ.get("TALLY_BENCH_PIN") == "1"
+    if pin and (shutil.which("taskset") is None or (os.cpu_count() or 1) < 2):
+        print("tally bench: TALLY_BENCH_PIN needs taskset and 2 CPUs; not pinning", file=sys.stderr)
+        pin = False
+    previous = signal.signal(signal.SIGTERM, _interrupt)
+    procs = Processes(pin)
+    runs: list[dict[str, Any]] = []
+    try:
+        up_url = procs.start_upstream()
+        pairs = 0  # the order of Tally and the floor alternates from pair to pair (ABBA)
+        for repeat in range(repeats):
+            for scenario in scenarios(is_quick):
+                names = ["tally", "floor"] if floor_dir and not scenario.stream else ["tally"]
+                pairs += len(names) - 1
+                for name in names if pairs % 2 else names[::-1]:
+                    run = procs.measure(name, scenario, up_url, floor_dir)
+                    runs.append({"repeat": repeat + 1, **run})
+                    print(_progress(runs[-1]), file=sys.stderr, flush=True)
+    except KeyboardInterrupt:
+        print("tally bench: interrupted", file=sys.stderr)
+        return 130
+    except (BenchError, OSError, ValueError) as exc:
+        print(f"tally bench: {exc}", file=sys.stderr)
+        return 1
+    finally:
+        procs.stop_all()
+        signal.signal(signal.SIGTERM, previous)
+    report = build_report(runs, is_quick=is_quick, pinned=pin, repeats=repeats)
+    print(render(report))
+    OUT.parent.mkdir(parents=True, exist_ok=True)
+    OUT.write_text(json.dumps(report, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    print(f"\nSaved to {OUT}")
+    return 1 if any(run["failed"] for run in runs) else 0
+
+
+def _interrupt(signum: int, frame: FrameType | None) -> None:
+    raise KeyboardInterrupt  # SIGTERM stops the bench the way Ctrl-C does
+
+
+# ---- processes -------------------------------------------------------------------------------
+
+
+class Processes:
+    """The upstream, the server under test and the driver: every one is stopped on every path
+    out (SIGTERM, then SIGKILL). They run in sessions of their own, so a Ctrl-C reaches only
+    the bench, which then stops them in order."""
+
+    def __init__(self, pin: bool) -> None:
+        self.pin = pin
+        self.tmp = Path(tempfile.mkdtemp(prefix="tally-bench-"))
+        self.running: dict[str, subprocess.Popen[bytes]] = {}
+        self.count = 0
+
+    def start(
+        self,
+        name: str,
+        cmd: list[str],
+        *,
+        cpu: str,
+        env: dict[str, str] | None = None,
+        stdout: int | None = None,
+    ) -> subprocess.Popen[bytes]:
+        with (self.tmp / f"{name}.log").open("wb") as log:
+            proc = subprocess.Popen(
+                (["taskset", "-c", cpu] if self.pin else []) + cmd,
+                stdin=subprocess.DEVNULL,
+                stdout=log if stdout is None else stdout,
+                stderr=log,
+                cwd=self.tmp,
+                env={**os.environ, **(env or {})},
+                start_new_session=True,
+            )
+        self.running[name] = proc
+        return proc
+
+    def start_upstream(self) -> str:
+        port = free_port()
+        cmd = [sys.executable, str(BENCH / "upstream.py"), "--port", str(port)]
+        self.wait_port("upstream", self.start("upstream", cmd, cpu="1"), port)
+        return f"http://{HOST}:{port}"
+
+    def measure(
+        self, name: str, scenario: Scenario, up_url: str, floor_dir: str | None
+    ) -> dict[str, Any]:
+        """Start a fresh server, drive it through one scenario, stop it."""
+        self.count += 1
+        run = f"{self.count:02d}-{name}-{scenario.key}"
+        port, db = free_port(), self.tmp / f"{run}.db"
+        if name == "floor" and floor_dir:
+            env = {"FLOOR_DB_PATH": str(db), "LLM_BASE_URL": f"{up_url}/v1"}
+            cmd = [sys.executable, str(Path(floor_dir) / "floor_app.py"), "--port", str(port)]
+            server = self.start(run, cmd, cpu="0", env=env)
+        else:
+            config = self.tmp / f"{run}.yaml"  # YAML is a superset of JSON
+            config.write_text(json.dumps(tally_config(db, up_url), indent=2), encoding="utf-8")
+            cmd = [*tally_command(), "serve", "--config", str(config), "--port", str(port)]
+            server = self.start(run, cmd, cpu="0")
+        try:
+            self.wait_port(run, server, port)
+            url = f"http://{HOST}:{port}"
+            drive = [sys.executable, str(BENCH / "driver.py"), "--target", name, "--url", url]
+            drive += ["--upstream", up_url, "--pid", str(server.pid), "--db", str(db)]
+            drive += ["--sessions", str(scenario.sessions), "--turns", str(scenario.turns)]
+            drive += ["--seed", str(scenario.seed)] + (["--stream"] if scenario.stream else [])
+            driver = self.start(f"{run}-driver", drive, cpu="1", stdout=subprocess.PIPE)
+            out, _ = driver.communicate()
+            self.running.pop(f"{run}-driver")
+            if driver.returncode != 0:
+                raise BenchError(f"{run}: the driver failed:\n{self.log(run + '-driver')}")
+            if server.poll() is not None:
+                raise BenchError(f"{run}: the server died:\n{self.log(run)}")
+        finally:
+            self.stop(run)
+        result: dict[str, Any] = json.loads(out)
+        return {"target": name, "scenario": scenario.key, "label": scenario.label, **result}
+
+    def wait_port(self, name: str, proc: subprocess.Popen[bytes], port: int) -> None:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            if proc.poll() is not None:
+                raise BenchError(f"{name} exited with {proc.returncode}:\n{self.log(name)}")
+            with socket.socket() as sock:
+                if sock.connect_ex((HOST, port)) == 0:
+                    return
+            time.sleep(0.1)
+        raise BenchError(f"{name} did not open port {port} within 60 s")
+
+    def log(self, name: str) -> str:
+        text = (self.tmp / f"{name}.log").read_text(encoding="utf-8", errors="replace")
+        return "\n".join(text.splitlines()[-25:])
+
+    def stop(self, name: str) -> None:
+        proc = self.running.pop(name, None)
+        if proc is None or proc.poll() is not None:
+            return
+        proc.terminate()
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+    def stop_all(self) -> None:
+        for name in reversed(list(self.running)):  # drivers and servers before the upstream
+            self.stop(name)
+        shutil.rmtree(self.tmp, ignore_errors=True)
+
+
+def tally_command() -> list[str]:
+    script = Path(sys.executable).with_name("tally")
+    return [str(script)] if script.exists() else [sys.executable, "-m", "backend"]
+
+
+def tally_config(db: Path, up_url: str) -> dict[str, Any]:
+    return {
+        "server": {"host": HOST},
+        "database": {"url": f"sqlite+aiosqlite:///{db}"},
+        "providers": {
+            "fake": {"kind": "openai_compatible", "base_url": f"{up_url}/v1", "max_retries": 0}
+        },
+        "model": {"provider": "fake", "name": "fake-model"},
+        "persona": {"max_history_messages": 50},
+        "tools": {"enabled": ["now"]},
+        "prompts_dir": str(ROOT / "prompts"),
+    }
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind((HOST, 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+# ---- the report ------------------------------------------------------------------------------
+
+
+def build_report(
+    runs: list[dict[str, Any]], *, is_quick: bool, pinned: bool, repeats: int
+) -> dict[str, Any]:
+    results = [
+        _median(runs, key) for key in dict.fromkeys((r["target"], r["scenario"]) for r in runs)
+    ]
+
+    def find(target: str, scenario: str) -> dict[str, Any] | None:
+        return next(
+            (r for r in results if (r["target"], r["scenario"]) == (target, scenario)), None
+        )
+
+    growth = {}
+    for name in ("tally", "floor"):
+        a, c = find(name, "a"), find(name, "c")
+        if a and c:
+            growth[name] = _ratio(c["cpu_ms_per_turn"], a["cpu_ms_per_turn"])
+    ratios = []
+    for key in ("a", "b", "c"):
+        tally, floor = find("tally", key), find("floor", key)
+        if tally and floor:
+            values = {m: _ratio(tally[m], floor[m]) for m in RATIO_METRICS}
+            ratios.append({"scenario": key, "label": tally["label"], **values})
+    return {
+        "date_utc": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
+        "machine": machine(),
+        "quick": is_quick,
+        "pinned": pinned,
+        "repeats": repeats,
+        "results": results,
+        "overhead_growth": growth,
+        "tally_vs_floor": ratios,
+        "runs": runs,
+    }
+
+
+def _median(runs: list[dict[str, Any]], key: tuple[str, str]) -> dict[str, Any]:
+    mine = [r for r in runs if (r["target"], r["scenario"]) == key]
+    merged = {k: mine[0][k] for k in ("target", "scenario", "label")}
+    for metric in MEDIAN_METRICS:
+        values = [r[metric] for r in mine if r.get(metric) is not None]
+        merged[metric] = round(statistics.median(values), 3) if values else None
+    for count in ("turns", "ok", "failed"):
+        merged[count] = sum(r[count] for r in mine)
+    merged["errors"] = [e for r in mine for e in r["errors"]][:5]
+    return merged
+
+
+def _ratio(x: float | None, y: float | None) -> float | None:
+    return round(x / y, 2) if x is not None and y else None
+
+
+def machine() -> dict[str, Any]:
+    cpu = "unknown"
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as f:
+            cpu = next(ln.split(":", 1)[1].strip() for ln in f if ln.startswith("model name"))
+    except (OSError, StopIteration):
+        pass
+    return {
+        "cores": os.cpu_count(),
+        "cpu": cpu,
+        "python": platform.python_version(),
+        "os": f"{platform.system()} {platform.release()}",
+    }
+
+
+def _fmt(value: float | None, digits: int = 1, suffix: str = "") -> str:
+    return "–" if value is None else f"{value:,.{digits}f}{suffix}"
+
+
+def _progress(r: dict[str, Any]) -> str:
+    return (
+        f"  {r['target']:5} {r['label']:36} {r['turns_per_s']:6.1f} turns/s, "
+        f"CPU {_fmt(r['cpu_ms_per_turn'])} ms/turn, {r['failed']} failed"
+    )
+
+
+def render(report: dict[str, Any]) -> str:
+    m = report["machine"]
+    placement = "server on CPU 0, upstream and driver on CPU 1" if report["pinned"] else "unpinned"
+    medians = f", medians of {report['repeats']} runs" if report["repeats"] > 1 else ""
+    lines = [
+        f"## tally bench, {report['date_utc']}{' (quick)' if report['quick'] else ''}",
+        "",
+        f"{m['cores']} cores ({m['cpu']}), Python {m['python']}, {m['os']}; {placement}{medians}.",
+        "",
+        "| scenario | target | turns/s | p50 ms | p99 ms | CPU ms/turn | peak RSS MB | failed "
+        "| LLM calls/turn | prompt KB/call |",
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for r in report["results"]:
+        lines.append(
+            f"| {r['label']} | {r['target']} | {_fmt(r['turns_per_s'])} | {_fmt(r['p50_ms'])} "
+            f"| {_fmt(r['p99_ms'])} | {_fmt(r['cpu_ms_per_turn'])} | {_fmt(r['peak_rss_mb'])} "
+            f"| {r['failed']} of {r['turns']} | {_fmt(r['llm_calls_per_turn'], 3)} "
+            f"| {_fmt(r['prompt_kb_per_call'], 2)} |"
+        )
+    lines += ["", "CPU ms/turn is the figure to compare: turns/s and latency also move with load."]
+    growth = ", ".join(f"{k} {_fmt(v, 2, '×')}" for k, v in report["overhead_growth"].items())
+    lines += [f"Overhead growth (CPU ms/turn with {SEED_MESSAGES:,} messages ÷ a): {growth}"]
+    first = [r for r in report["results"] if r["first_turn_cpu_ms"] is not None]
+    if first:
+        costs = ", ".join(
+            f"{r['target']}{' SSE' if r['scenario'].endswith('sse') else ''} "
+            f"{_fmt(r['first_turn_cpu_ms'], 0)} ms CPU and {_fmt(r['first_turn_llm_calls'], 0)} "
+            "LLM calls"
+            for r in first
+        )
+        lines += [f"First turn after seeding (unmeasured, one-off work on the history): {costs}"]
+    if report["tally_vs_floor"]:
+        lines += ["", "Tally ÷ floor, same run:", ""]
+        lines += ["| scenario | " + " | ".join(RATIO_METRICS.values()) + " |"]
+        lines += ["|---" + "|---:" * len(RATIO_METRICS) + "|"]
+        for q in report["tally_vs_floor"]:
+            cells = " | ".join(_fmt(q[metric], 2, "×") for metric in RATIO_METRICS)
+            lines.append(f"| {q['label']} | {cells} |")
+    errors = [f"{r['target']} {r['scenario']}: {e}" for r in report["results"] for e in r["errors"]]
+    if errors:
+        lines += ["", "First failures:", *(f"- {e}" for e in errors[:10])]
+    return "\n".join(lines)

@@ -1,0 +1,277 @@
+#!/usr/bin/env python3
+"""Load driver for `tally bench`: one measurement against a server that is already running.
+
+    python bench/driver.py --target tally --url http://127.0.0.1:8000 \\
+        --upstream http://127.0.0.1:18080 --pid PID [--sessions 8] [--turns 50] \\
+        [--seed 10000 --db PATH] [--stream]
+
+Runs warm-up turns on a session of their own, creates the sessions (and seeds their history
+straight into the server's SQLite file), waits until the server is idle, then runs S sessions
+concurrently, T sequential turns each. After the last turn it waits until the server is idle
+again, so background work after the reply counts too. Prints one JSON object: turns/s, client
+latency p50/p99, server CPU ms per turn (utime+stime from /proc), peak RSS (VmHWM), failed
+turns, LLM calls per turn and prompt size (from the upstream's /stats). With --seed, one
+unmeasured turn per session runs first and its cost (drain included) is reported apart as
+first_turn_cpu_ms: a server may do one-off work on a history it never saw (Tally archives it).
+
+Targets: `tally` (POST /api/chat/sessions, POST /api/chat/send, JSON or SSE) and `floor`
+(POST /chat {session_id, message} -> {reply}; rows go to messages(session_id, role, content,
+created_at)). Only loopback URLs are accepted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import ipaddress
+import json
+import logging
+import os
+import sqlite3
+import sys
+import time
+import uuid
+from datetime import UTC, datetime, timedelta
+from typing import Any
+from urllib.parse import urlparse
+
+import httpx2
+
+CLK_TCK = os.sysconf("SC_CLK_TCK")
+
+
+class TurnError(Exception):
+    pass
+
+
+class Driver:
+    def __init__(self, args: argparse.Namespace, client: httpx2.AsyncClient) -> None:
+        self.args = args
+        self.client = client
+        self.url = args.url.rstrip("/")
+        self.is_floor = args.target == "floor"
+
+    async def create_session(self) -> str:
+        if self.is_floor:  # the floor's sessions are plain ids
+            return f"floor-{uuid.uuid4().hex[:12]}"
+        response = await self.client.post(f"{self.url}/api/chat/sessions", json={})
+        if response.status_code != 201:
+            raise TurnError(f"creating a session: HTTP {response.status_code}: {response.text}")
+        session_id: str = response.json()["id"]
+        return session_id
+
+    async def turn(self, sid: str, text: str) -> None:
+        """One whole turn. It counts when it returns 200 with a non-empty reply or, streamed,
+        when the stream ends with turn.completed; anything else raises TurnError."""
+        body: dict[str, Any] = {"session_id": sid, "message": text}
+        url = self.url + ("/chat" if self.is_floor else "/api/chat/send")
+        if not self.args.stream:
+            response = await self.client.post(url, json=body)
+            if response.status_code != 200:
+                raise TurnError(f"HTTP {response.status_code}: {response.text[:200]}")
+            if not response.json().get("reply"):
+                raise TurnError("empty reply")
+            return
+        event = ""
+        async with self.client.stream("POST", url, json={**body, "stream": True}) as response:
+            if response.status_code != 200:
+                raise TurnError(f"HTTP {response.status_code}: {(await response.aread())[:200]!r}")
+            async for line in response.aiter_lines():
+                if line.startswith("event:"):
+                    event = line[6:].strip()
+                elif event == "error" and line.startswith("data:"):
+                    raise TurnError(f"event: error {line[5:200]}")
+        if event != "turn.completed":
+            raise TurnError(f"the stream ended with {event or 'no event'!r}, not turn.completed")
+
+    def seed(self, sids: list[str], count: int) -> None:
+        """Alternating user/assistant rows (a turn id per pair), inserted with the sqlite3 module
+        while the server runs (WAL), then checkpointed so the server does not pay for it."""
+        base = datetime.now(UTC).replace(tzinfo=None) - timedelta(days=1)
+        con = sqlite3.connect(self.args.db, timeout=30)
+        try:
+            with con:
+                for sid in sids:
+                    rows = []
+                    for i in range(count):
+                        role = "user" if i % 2 == 0 else "assistant"
+                        content = message(0, i) if role == "user" else f"Seeded reply {i}. " * 6
+                        at = (base + timedelta(milliseconds=i)).strftime("%Y-%m-%d %H:%M:%S.%f")
+                        rows.append((sid, role, content, f"seed-{sid[:8]}-{i // 2}", at))
+                    if self.is_floor:
+                        con.executemany(
+                            "INSERT INTO messages (session_id, role, content, created_at) "
+                            "VALUES (?, ?, ?, ?)",
+                            [(s, r, c, at) for s, r, c, _, at in rows],
+                        )
+                    else:
+                        con.executemany(
+                            "INSERT INTO messages (tenant_id, session_id, role, content, parts, "
+                            "turn_id, status, token_count, idempotency_key, created_at) "
+                            "VALUES ('default', ?, ?, ?, NULL, ?, 'complete', NULL, NULL, ?)",
+                            rows,
+                        )
+            con.execute("PRAGMA wal_checkpoint(PASSIVE)")
+        finally:
+            con.close()
+
+    async def upstream_stats(self) -> dict[str, int]:
+        response = await self.client.get(self.args.upstream.rstrip("/") + "/stats")
+        response.raise_for_status()
+        stats: dict[str, int] = response.json()
+        return stats
+
+    async def quiesce(self, limit_s: float = 20) -> float:
+        """Wait until the server is idle: no new LLM call and under 4 % CPU in two 0.25 s
+        windows in a row. Returns the seconds waited."""
+        start = time.perf_counter()
+        calls, cpu, idle = (await self.upstream_stats())["chat_total"], self.cpu(), 0
+        while idle < 2 and time.perf_counter() - start < limit_s:
+            await asyncio.sleep(0.25)
+            now_calls, now_cpu = (await self.upstream_stats())["chat_total"], self.cpu()
+            idle = idle + 1 if now_calls == calls and now_cpu - cpu < 0.01 else 0
+            calls, cpu = now_calls, now_cpu
+        return time.perf_counter() - start
+
+    def cpu(self) -> float:
+        """utime + stime of the server process, all threads, in seconds."""
+        if not self.args.pid:
+            return 0.0
+        with open(f"/proc/{self.args.pid}/stat", encoding="ascii") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / CLK_TCK
+
+    def peak_rss_mb(self) -> float | None:
+        if not self.args.pid:
+            return None
+        with open(f"/proc/{self.args.pid}/status", encoding="ascii") as f:
+            kb = next((int(ln.split()[1]) for ln in f if ln.startswith("VmHWM:")), None)
+        return None if kb is None else round(kb / 1024, 1)
+
+
+async def measure(args: argparse.Namespace) -> dict[str, Any]:
+    limits = httpx2.Limits(max_connections=args.sessions + 4)
+    async with httpx2.AsyncClient(timeout=60, limits=limits) as client:
+        driver = Driver(args, client)
+        warm = await driver.create_session()
+        for i in range(args.warmup):
+            try:
+                await driver.turn(warm, message(99, i))
+            except (TurnError, httpx2.HTTPError) as exc:
+                raise TurnError(f"warm-up turn {i + 1} failed: {exc}") from exc
+        sids = [await driver.create_session() for _ in range(args.sessions)]
+        catch_up: dict[str, Any] = {}
+        if args.seed:
+            driver.seed(sids, args.seed)
+            await driver.quiesce()
+            # One unmeasured turn per seeded session: whatever the server does once about a
+            # history it has never seen (archiving, summaries) happens here, not in the table.
+            stats0, cpu0 = await driver.upstream_stats(), driver.cpu()
+            for i, sid in enumerate(sids):
+                await driver.turn(sid, message(i, -1))
+            await driver.quiesce()
+            stats1, cpu1 = await driver.upstream_stats(), driver.cpu()
+            catch_up = {
+                "first_turn_cpu_ms": round((cpu1 - cpu0) * 1000 / len(sids), 1),
+                "first_turn_llm_calls": (stats1["chat_total"] - stats0["chat_total"]) / len(sids),
+            }
+        await driver.quiesce()
+
+        latencies: list[float] = []
+        errors: list[str] = []
+
+        async def session(index: int, sid: str) -> None:
+            for t in range(args.turns):
+                start = time.perf_counter()
+                try:
+                    await driver.turn(sid, message(index, t))
+                    latencies.append((time.perf_counter() - start) * 1000)
+                except (TurnError, httpx2.HTTPError) as exc:
+                    errors.append(f"s{index} t{t}: {type(exc).__name__}: {exc}"[:300])
+
+        stats0, cpu0 = await driver.upstream_stats(), driver.cpu()
+        own0, start = time.process_time(), time.perf_counter()
+        await asyncio.gather(*(session(i, sid) for i, sid in enumerate(sids)))
+        wall = time.perf_counter() - start
+        own_util = (time.process_time() - own0) / wall
+        drain = await driver.quiesce()
+        stats1, cpu1 = await driver.upstream_stats(), driver.cpu()
+        rss = driver.peak_rss_mb()
+    ok, calls = len(latencies), stats1["chat_total"] - stats0["chat_total"]
+    prompt_bytes = stats1["prompt_bytes"] - stats0["prompt_bytes"]
+    return {
+        "turns": args.sessions * args.turns,
+        "ok": ok,
+        "failed": len(errors),
+        "turns_per_s": round(ok / wall, 2),
+        "p50_ms": percentile(latencies, 0.50),
+        "p99_ms": percentile(latencies, 0.99),
+        "cpu_ms_per_turn": round((cpu1 - cpu0) * 1000 / ok, 2) if ok and args.pid else None,
+        "peak_rss_mb": rss,
+        "llm_calls_per_turn": round(calls / ok, 3) if ok else None,
+        "prompt_kb_per_call": round(prompt_bytes / 1024 / calls, 2) if calls else None,
+        "drain_s": round(drain, 2),
+        "driver_cpu_util": round(own_util, 3),
+        "errors": errors[:5],
+        **catch_up,
+    }
+
+
+def message(session: int, turn: int) -> str:
+    """About 110 characters, like the fake upstream's reply."""
+    number = (session * 7919 + turn * 104729) % 100_000
+    return (
+        f"[s{session} t{turn}] Please remember that my favourite number is {number} "
+        "and tell me one fact about it."
+    )
+
+
+def percentile(values: list[float], q: float) -> float | None:
+    if not values:
+        return None
+    ordered = sorted(values)
+    k = (len(ordered) - 1) * q
+    low = int(k)
+    high = min(low + 1, len(ordered) - 1)
+    return round(ordered[low] + (ordered[high] - ordered[low]) * (k - low), 2)
+
+
+def is_loopback(url: str) -> bool:
+    host = urlparse(url).hostname or ""
+    try:
+        return host == "localhost" or ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
+    parser.add_argument("--target", choices=["tally", "floor"], default="tally")
+    parser.add_argument("--url", required=True, help="the server's base URL")
+    parser.add_argument("--upstream", required=True, help="the fake upstream's base URL")
+    parser.add_argument("--pid", type=int, help="the server's pid, for CPU and RSS")
+    parser.add_argument("--sessions", type=int, default=1)
+    parser.add_argument("--turns", type=int, default=50, help="turns per session")
+    parser.add_argument("--seed", type=int, default=0, help="messages seeded per session")
+    parser.add_argument("--db", help="the server's SQLite file (needed to seed)")
+    parser.add_argument("--stream", action="store_true", help="read the reply as SSE")
+    parser.add_argument("--warmup", type=int, default=5)
+    args = parser.parse_args()
+    if not (is_loopback(args.url) and is_loopback(args.upstream)):
+        parser.error("only loopback URLs are accepted")
+    if args.seed and not args.db:
+        parser.error("--seed needs --db")
+    logging.getLogger("httpx2").setLevel(logging.WARNING)
+    try:
+        result = asyncio.run(measure(args))
+    except (TurnError, httpx2.HTTPError, OSError, sqlite3.Error) as exc:
+        print(f"driver: {type(exc).__name__}: {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        return 130
+    print(json.dumps(result))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
