@@ -1,0 +1,134 @@
+// The one seam to the server: JSON requests, the streamed turn, the API key.
+// Errors arrive as `{"error": {"code", "message"}}` and become ApiError.
+
+import { readEvents } from "./sse.js";
+
+const KEY_STORAGE = "tally.apiKey";
+
+export class ApiError extends Error {
+  constructor(status, code, message, retryAfter = null) {
+    super(message);
+    this.status = status;
+    this.code = code;
+    this.retryAfter = retryAfter;
+  }
+}
+
+export function apiKey() {
+  return sessionStorage.getItem(KEY_STORAGE);
+}
+
+export function setApiKey(key) {
+  if (key) sessionStorage.setItem(KEY_STORAGE, key);
+  else sessionStorage.removeItem(KEY_STORAGE);
+}
+
+/** A random id for Idempotency-Key (crypto.randomUUID needs a secure context). */
+export function newRequestId() {
+  const bytes = crypto.getRandomValues(new Uint8Array(16));
+  return Array.from(bytes, (b) => b.toString(16).padStart(2, "0")).join("");
+}
+
+let unauthorizedHandler = () => {};
+
+/** Called whenever the server answers 401: the page asks for an API key. */
+export function onUnauthorized(handler) {
+  unauthorizedHandler = handler;
+}
+
+function headers(extra = {}) {
+  const result = { Accept: "application/json", ...extra };
+  const key = apiKey();
+  if (key) result.Authorization = `Bearer ${key}`;
+  return result;
+}
+
+async function toError(response) {
+  let code = `http_${response.status}`;
+  let message = response.statusText || "request failed";
+  try {
+    const body = await response.json();
+    if (body?.error) ({ code, message } = body.error);
+  } catch {
+    // not JSON: keep the status line
+  }
+  const retryAfter = Number(response.headers.get("Retry-After")) || null;
+  if (response.status === 401) unauthorizedHandler();
+  return new ApiError(response.status, code, message, retryAfter);
+}
+
+async function send(method, path, body, { signal, extraHeaders } = {}) {
+  const init = { method, headers: headers(extraHeaders), signal };
+  if (body !== undefined) {
+    init.headers["Content-Type"] = "application/json";
+    init.body = JSON.stringify(body);
+  }
+  let response;
+  try {
+    response = await fetch(path, init);
+  } catch (err) {
+    if (err.name === "AbortError") throw err;
+    throw new ApiError(0, "network_error", "the server could not be reached");
+  }
+  if (!response.ok) throw await toError(response);
+  return response;
+}
+
+async function json(method, path, body) {
+  const response = await send(method, path, body);
+  return response.status === 204 ? null : response.json();
+}
+
+const enc = encodeURIComponent;
+const query = (params) => {
+  const pairs = Object.entries(params).filter(([, v]) => v !== undefined && v !== null && v !== "");
+  return pairs.length ? `?${new URLSearchParams(pairs)}` : "";
+};
+
+export const api = {
+  /** Health answers 503 with its usual body when the database is down. */
+  async health() {
+    const response = await fetch("/api/health", { headers: headers() }).catch(() => null);
+    if (!response) throw new ApiError(0, "network_error", "the server could not be reached");
+    if (response.ok || response.status === 503) return response.json();
+    throw await toError(response);
+  },
+
+  listSessions: ({ limit = 50, offset = 0, q } = {}) =>
+    json("GET", `/api/chat/sessions${query({ limit, offset, q })}`),
+  createSession: (body) => json("POST", "/api/chat/sessions", body),
+  getSession: (id) => json("GET", `/api/chat/sessions/${enc(id)}`),
+  renameSession: (id, title) => json("PATCH", `/api/chat/sessions/${enc(id)}`, { title }),
+  deleteSession: (id) => json("DELETE", `/api/chat/sessions/${enc(id)}`),
+  setSummary: (id, summary) => json("PUT", `/api/chat/sessions/${enc(id)}/summary`, { summary }),
+  messages: (id, { includeArchived, limit, beforeId } = {}) =>
+    json(
+      "GET",
+      `/api/chat/sessions/${enc(id)}/messages${query({
+        include_archived: includeArchived ? "true" : undefined,
+        limit,
+        before_id: beforeId,
+      })}`,
+    ),
+  toolConversations: (id) => json("GET", `/api/chat/sessions/${enc(id)}/tool-conversations`),
+  cancel: (id) => json("POST", `/api/chat/sessions/${enc(id)}/cancel`),
+
+  memory: () => json("GET", "/api/memory"),
+  saveMemory: (content) => json("PUT", "/api/memory", { content }),
+  memoryEntries: (q) => json("GET", `/api/memory/entries${query({ q })}`),
+  deleteMemoryEntry: (id) => json("DELETE", `/api/memory/entries/${enc(id)}`),
+
+  /**
+   * Start a turn and yield its events. A refusal before the stream starts throws ApiError;
+   * `idempotencyKey` makes a retry resume the same turn instead of adding a second message.
+   */
+  async *streamTurn({ sessionId, message, idempotencyKey, signal }) {
+    const response = await send(
+      "POST",
+      "/api/chat/send",
+      { session_id: sessionId, message, stream: true },
+      { signal, extraHeaders: { "Idempotency-Key": idempotencyKey, Accept: "text/event-stream" } },
+    );
+    yield* readEvents(response);
+  },
+};

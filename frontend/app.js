@@ -1,0 +1,296 @@
+// Tally's web page: wires the sidebar, the thread, the composer and the streamed turn.
+// The URL names the open session (`#/s/<id>`; `?session=<id>` is accepted too).
+
+import { api, apiKey, onUnauthorized, setApiKey } from "./api.js";
+import { SignIn } from "./auth.js";
+import { Composer } from "./composer.js";
+import { icon, setText, toast } from "./dom.js";
+import { applyI18n, language, onLanguageChange, setLanguage } from "./i18n.js";
+import { MemoryPanel } from "./memory.js";
+import { editInline, SessionList } from "./sessions.js";
+import { Thread } from "./thread.js";
+import { Turn } from "./turn.js";
+
+const $ = (id) => document.getElementById(id);
+const THEME_KEY = "tally.theme";
+
+const state = {
+  sessionId: undefined, // undefined: nothing opened yet; null: a new, unsaved chat
+  session: null,
+  isDemo: false,
+  turns: new Map(), // session id → the turn streaming in it
+};
+
+const thread = new Thread($("messages"));
+const composer = new Composer($("composer"), {
+  onSend: (text) => send(text),
+  onStop: () => stop(),
+});
+const sessions = new SessionList($("session-list"), $("session-search"), {
+  onRenamed: (session) => session.id === state.sessionId && showTitle(session),
+  onDeleted: (id) => {
+    if (id === state.sessionId) location.hash = "#/";
+  },
+});
+const memory = new MemoryPanel($("memory-panel"), $("memory-button"), $("backdrop"));
+const signIn = new SignIn($("auth"), { onSignedIn: () => boot() });
+onUnauthorized(() => signIn.show());
+
+// ---- header, theme, language, sidebar ------------------------------------------------------
+
+function showTitle(session) {
+  const title = $("chat-title");
+  if (session?.title) {
+    delete title.dataset.i18n;
+    title.textContent = session.title;
+  } else setText(title, "untitled");
+  $("rename-button").hidden = !session;
+  document.title = session?.title ? `${session.title} · Tally` : "Tally";
+}
+
+$("rename-button").addEventListener("click", () => {
+  const session = state.session;
+  if (!session) return;
+  editInline($("chat-title"), session.title, async (title) => {
+    try {
+      state.session = await api.renameSession(session.id, title);
+      showTitle(state.session);
+      toast("renamed");
+      await sessions.refresh();
+    } catch (err) {
+      toast({ raw: `${err.code}: ${err.message}` }, { isError: true });
+    }
+  });
+});
+
+function isDark() {
+  const chosen = document.documentElement.dataset.theme;
+  return chosen ? chosen === "dark" : matchMedia("(prefers-color-scheme: dark)").matches;
+}
+
+function showThemeIcon() {
+  $("theme-toggle").replaceChildren(icon(isDark() ? "sun" : "moon"));
+}
+
+$("theme-toggle").addEventListener("click", () => {
+  const next = isDark() ? "light" : "dark";
+  document.documentElement.dataset.theme = next;
+  localStorage.setItem(THEME_KEY, next);
+  showThemeIcon();
+});
+
+$("lang-toggle").addEventListener("click", () => setLanguage(language() === "zh" ? "en" : "zh"));
+onLanguageChange(() => sessions.render());
+
+function openSidebar() {
+  document.body.classList.add("sidebar-open");
+}
+
+function closeSidebar() {
+  document.body.classList.remove("sidebar-open");
+}
+
+$("menu-button").addEventListener("click", openSidebar);
+$("sidebar-close").addEventListener("click", closeSidebar);
+$("sidebar-scrim").addEventListener("click", closeSidebar);
+$("new-chat").addEventListener("click", () => {
+  closeSidebar();
+  if (location.hash === "#/" || !location.hash) openRoute();
+  else location.hash = "#/";
+});
+
+document.addEventListener("keydown", (event) => {
+  if (event.key !== "Escape") return;
+  memory.close();
+  closeSidebar();
+});
+
+$("sign-out").addEventListener("click", () => {
+  setApiKey(null);
+  location.reload();
+});
+
+// ---- routing -------------------------------------------------------------------------------
+
+function routeId() {
+  const match = location.hash.match(/^#\/s\/([^/?#]+)$/);
+  return match ? decodeURIComponent(match[1]) : null;
+}
+
+async function openRoute() {
+  const id = routeId();
+  closeSidebar();
+  if (id && id === state.sessionId && state.session) return; // already open
+  state.sessionId = id;
+  state.session = null;
+  sessions.setActive(id);
+  showTitle(null);
+  updateComposer();
+  if (!id) {
+    thread.empty((text) => send(text));
+    composer.focus();
+    return;
+  }
+  thread.loading();
+  try {
+    const session = await api.getSession(id);
+    if (state.sessionId !== id) return;
+    state.session = session;
+    showTitle(session);
+    if (await thread.show(session, { isDemo: state.isDemo })) reattachTurn(id);
+    composer.focus();
+  } catch (err) {
+    if (state.sessionId !== id) return;
+    if (err.status === 404) {
+      toast("sessionGone", { isError: true });
+      location.hash = "#/";
+    } else if (err.status !== 401) toast({ raw: `${err.code}: ${err.message}` }, { isError: true });
+  }
+}
+
+/** Coming back to a session whose reply is still streaming: show the live reply again. */
+function reattachTurn(sessionId) {
+  const turn = state.turns.get(sessionId);
+  if (!turn) return;
+  for (const el of thread.window.querySelectorAll(".msg")) {
+    if (el.dataset.turnId && el.dataset.turnId === turn.turnId) el.remove();
+  }
+  thread.append(turn.userEl);
+  thread.append(turn.view.el);
+  thread.scrollToBottom();
+}
+
+window.addEventListener("hashchange", openRoute);
+
+// ---- sending ---------------------------------------------------------------------------------
+
+function updateComposer() {
+  const isBusy = state.turns.has(state.sessionId);
+  composer.setBusy(isBusy);
+  $("messages").setAttribute("aria-busy", String(isBusy));
+}
+
+function titleFrom(text) {
+  const line = text.trim().split("\n")[0].replace(/\s+/g, " ");
+  return line.length > 60 ? `${line.slice(0, 59)}…` : line;
+}
+
+async function ensureSession(text) {
+  if (state.sessionId) return state.sessionId;
+  const session = await api.createSession({ title: titleFrom(text), channel: "web" });
+  state.sessionId = session.id;
+  state.session = session;
+  location.hash = `#/s/${encodeURIComponent(session.id)}`; // openRoute sees it is open already
+  showTitle(session);
+  sessions.setActive(session.id);
+  await thread.show(session, { isDemo: state.isDemo });
+  sessions.refresh();
+  return session.id;
+}
+
+/** Send `text` and stream the reply. `retryOf`: a failed turn sent again. */
+async function send(rawText, retryOf = null) {
+  const text = rawText.trim();
+  if (!text || state.turns.has(state.sessionId)) return;
+  let sessionId;
+  try {
+    sessionId = await ensureSession(text);
+  } catch (err) {
+    toast({ raw: `${err.code ?? "error"}: ${err.message}` }, { isError: true });
+    return; // the composer still holds the text
+  }
+  const turn = new Turn({ sessionId, text, isDemo: state.isDemo, retryOf });
+  if (!turn.userEl.isConnected) thread.append(turn.userEl);
+  thread.append(turn.view.el);
+  thread.scrollToBottom();
+  state.turns.set(sessionId, turn);
+  updateComposer();
+  await turn.run({
+    // Stored: the box can let go of the text (if it is still this session's box).
+    onStarted: () => state.sessionId === sessionId && composer.clearIf(text),
+    onEvent: (apply) => {
+      const isFollowing = state.sessionId === sessionId && thread.isNearBottom;
+      apply();
+      if (isFollowing) thread.scrollToBottom();
+    },
+    onRetry: (failed) => {
+      if (state.turns.has(failed.sessionId)) return;
+      failed.prepareRetry();
+      send(failed.text, failed);
+    },
+  });
+  state.turns.delete(sessionId);
+  updateComposer();
+  afterTurn(sessionId);
+}
+
+function stop() {
+  const turn = state.turns.get(state.sessionId);
+  if (!turn) return;
+  composer.setStopping();
+  turn.stop();
+}
+
+/** Refresh the list and the session: a compaction may have moved its window and summary. */
+async function afterTurn(sessionId) {
+  try {
+    await sessions.refresh();
+    if (state.sessionId !== sessionId) return;
+    const before = state.session;
+    const session = await api.getSession(sessionId);
+    if (state.sessionId !== sessionId) return;
+    state.session = session;
+    const isWindowMoved = before && session.window_start_id !== before.window_start_id;
+    if (isWindowMoved && !state.turns.has(sessionId))
+      await thread.show(session, { isDemo: state.isDemo });
+    else thread.updateSession(session);
+  } catch {
+    // the next navigation reloads it
+  }
+}
+
+// ---- start-up ------------------------------------------------------------------------------
+
+async function showHealth() {
+  const banner = $("demo-banner");
+  const pill = $("model-pill");
+  try {
+    const health = await api.health();
+    if (health.status !== "ok") toast("degraded", { isError: true });
+    state.isDemo = health.is_demo;
+    banner.hidden = !health.is_demo;
+    banner.querySelector(".demo-notice").textContent = health.notice ?? "";
+    pill.textContent = health.is_demo ? "" : health.model;
+    pill.title = `${health.provider} · ${health.model}`;
+    pill.hidden = !pill.textContent;
+  } catch (err) {
+    if (err.status !== 401) toast("networkError", { isError: true });
+  }
+}
+
+async function boot() {
+  $("sign-out").hidden = !apiKey();
+  await showHealth();
+  try {
+    await Promise.all([sessions.refresh(), memory.probe()]);
+  } catch (err) {
+    if (err.status === 401) return; // the sign-in form is up; it boots again
+    toast({ raw: `${err.code}: ${err.message}` }, { isError: true });
+  }
+  state.sessionId = undefined;
+  await openRoute();
+}
+
+function start() {
+  const chosenTheme = localStorage.getItem(THEME_KEY);
+  if (chosenTheme) document.documentElement.dataset.theme = chosenTheme;
+  showThemeIcon();
+  matchMedia("(prefers-color-scheme: dark)").addEventListener("change", showThemeIcon);
+  const linked = new URLSearchParams(location.search).get("session");
+  if (linked) history.replaceState(null, "", `/#/s/${encodeURIComponent(linked)}`);
+  composer.setPlaceholder("placeholder");
+  applyI18n();
+  boot();
+}
+
+start();

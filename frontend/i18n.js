@@ -1,0 +1,235 @@
+// Interface text in English and Chinese. Elements carry `data-i18n` (their text) and
+// `data-i18n-attr` ("attr:key;attr:key"), so switching language re-labels the page in place.
+
+const STRINGS = {
+  en: {
+    newChat: "New chat",
+    searchChats: "Search chats",
+    noSessions: "No conversations yet. Start one below.",
+    noMatches: "No chats match your search.",
+    untitled: "New chat",
+    rename: "Rename",
+    delete: "Delete",
+    confirmDelete: "Delete?",
+    loadMore: "Load more",
+    today: "Today",
+    yesterday: "Yesterday",
+    previous7: "Previous 7 days",
+    older: "Older",
+    menu: "Menu",
+    close: "Close",
+    placeholder: "Message Tally…",
+    hint: "Enter to send · Shift+Enter for a new line",
+    send: "Send",
+    stop: "Stop",
+    thinking: "Thinking",
+    thinkingLive: "Thinking…",
+    toolArguments: "Arguments",
+    toolResult: "Result",
+    toolRunning: "running…",
+    toolFailed: "failed",
+    copy: "Copy",
+    copied: "Copied",
+    copyReply: "Copy reply",
+    incomplete: "Incomplete",
+    incompleteHint: "This reply was cut off before it finished.",
+    errorTitle: "The reply failed",
+    stoppedTitle: "Stopped",
+    retry: "Retry",
+    retryAfter: "You can retry in {s} s.",
+    retrying: "Provider busy ({reason}); retrying in {s} s (attempt {n})…",
+    compaction: "{n} older messages left the memory window; the summary above now covers them.",
+    interrupted: "The connection closed before the reply finished.",
+    networkError: "Cannot reach the Tally server.",
+    degraded: "The server's database is unavailable; chats cannot be saved right now.",
+    summaryTitle: "Summary of earlier conversation",
+    summaryEmpty: "Tally writes this summary when older messages leave its memory window.",
+    summaryNone: "none yet",
+    summaryAdd: "Write one",
+    summaryEdit: "Edit summary",
+    summarySaved: "Summary saved",
+    save: "Save",
+    cancel: "Cancel",
+    showEarlier: "Show earlier messages",
+    earlierDivider: "Earlier messages · outside the memory window",
+    demoTitle: "Demo mode",
+    demoBadge: "demo",
+    emptyTitle: "How can I help?",
+    emptySubtitle: "Ask anything. Conversations are saved in the sidebar.",
+    suggest1: "What time is it in Shanghai?",
+    suggest2: "Explain rolling-window memory in two sentences",
+    suggest3: "Write a haiku about remembering",
+    memory: "Memory",
+    memoryTitle: "Long-term memory",
+    memorySearch: "Search memory",
+    memoryEmpty: "Nothing remembered yet.",
+    memoryEditRaw: "Edit as text",
+    memorySaved: "Memory saved",
+    memoryFrom: "From a conversation (messages {first}–{last})",
+    signInTitle: "Sign in to Tally",
+    signInPrompt: "This server needs an API key. It is kept only for this browser tab.",
+    apiKey: "API key",
+    signIn: "Sign in",
+    keyRejected: "That key was not accepted.",
+    signOut: "Sign out",
+    themeToggle: "Switch light/dark theme",
+    langToggle: "中文",
+    langToggleLabel: "切换到中文",
+    loading: "Loading…",
+    sessionGone: "That conversation no longer exists.",
+    you: "You",
+    renamed: "Renamed",
+    deleted: "Conversation deleted",
+  },
+  zh: {
+    newChat: "新对话",
+    searchChats: "搜索对话",
+    noSessions: "还没有对话，在下方开始吧。",
+    noMatches: "没有符合搜索的对话。",
+    untitled: "新对话",
+    rename: "重命名",
+    delete: "删除",
+    confirmDelete: "确认删除？",
+    loadMore: "加载更多",
+    today: "今天",
+    yesterday: "昨天",
+    previous7: "过去 7 天",
+    older: "更早",
+    menu: "菜单",
+    close: "关闭",
+    placeholder: "给 Tally 发消息…",
+    hint: "Enter 发送 · Shift+Enter 换行",
+    send: "发送",
+    stop: "停止",
+    thinking: "思考过程",
+    thinkingLive: "正在思考…",
+    toolArguments: "参数",
+    toolResult: "结果",
+    toolRunning: "运行中…",
+    toolFailed: "失败",
+    copy: "复制",
+    copied: "已复制",
+    copyReply: "复制回复",
+    incomplete: "未完成",
+    incompleteHint: "此回复在完成前被中断。",
+    errorTitle: "回复失败",
+    stoppedTitle: "已停止",
+    retry: "重试",
+    retryAfter: "{s} 秒后可重试。",
+    retrying: "服务繁忙（{reason}），{s} 秒后重试（第 {n} 次）…",
+    compaction: "{n} 条较早的消息已移出记忆窗口，由上方的摘要代替。",
+    interrupted: "回复完成前连接已断开。",
+    networkError: "无法连接 Tally 服务器。",
+    degraded: "服务器数据库不可用，暂时无法保存对话。",
+    summaryTitle: "更早对话的摘要",
+    summaryEmpty: "较早的消息移出记忆窗口时，Tally 会自动撰写此摘要。",
+    summaryNone: "暂无",
+    summaryAdd: "手动撰写",
+    summaryEdit: "编辑摘要",
+    summarySaved: "摘要已保存",
+    save: "保存",
+    cancel: "取消",
+    showEarlier: "显示更早的消息",
+    earlierDivider: "更早的消息 · 已在记忆窗口之外",
+    demoTitle: "演示模式",
+    demoBadge: "演示",
+    emptyTitle: "有什么可以帮你？",
+    emptySubtitle: "随便问。所有对话都保存在侧边栏。",
+    suggest1: "上海现在几点？",
+    suggest2: "用两句话解释滚动窗口记忆",
+    suggest3: "写一首关于记忆的短诗",
+    memory: "记忆",
+    memoryTitle: "长期记忆",
+    memorySearch: "搜索记忆",
+    memoryEmpty: "还没有记住任何内容。",
+    memoryEditRaw: "以文本编辑",
+    memorySaved: "记忆已保存",
+    memoryFrom: "来自一段对话（消息 {first}–{last}）",
+    signInTitle: "登录 Tally",
+    signInPrompt: "此服务器需要 API 密钥。密钥只保存在当前浏览器标签页中。",
+    apiKey: "API 密钥",
+    signIn: "登录",
+    keyRejected: "密钥无效。",
+    signOut: "退出登录",
+    themeToggle: "切换浅色/深色主题",
+    langToggle: "English",
+    langToggleLabel: "Switch to English",
+    loading: "加载中…",
+    sessionGone: "该对话已不存在。",
+    you: "你",
+    renamed: "已重命名",
+    deleted: "对话已删除",
+  },
+};
+
+const LANG_KEY = "tally.lang";
+const listeners = new Set();
+
+function initialLanguage() {
+  const saved = localStorage.getItem(LANG_KEY);
+  if (saved && saved in STRINGS) return saved;
+  const preferred = navigator.languages?.[0] || navigator.language || "en";
+  return preferred.toLowerCase().startsWith("zh") ? "zh" : "en";
+}
+
+let lang = initialLanguage();
+
+export function language() {
+  return lang;
+}
+
+export function locale() {
+  return lang === "zh" ? "zh-CN" : "en";
+}
+
+export function t(key, vars = {}) {
+  const text = STRINGS[lang][key] ?? STRINGS.en[key] ?? key;
+  return text.replace(/\{(\w+)\}/g, (_, name) => String(vars[name] ?? ""));
+}
+
+/** Label every marked element under `root` in the current language. */
+export function applyI18n(root = document) {
+  document.documentElement.lang = locale();
+  for (const el of root.querySelectorAll("[data-i18n]")) {
+    const vars = el.dataset.i18nVars ? JSON.parse(el.dataset.i18nVars) : {};
+    el.textContent = t(el.dataset.i18n, vars);
+  }
+  for (const el of root.querySelectorAll("[data-i18n-attr]")) {
+    for (const pair of el.dataset.i18nAttr.split(";")) {
+      const [attr, key] = pair.split(":");
+      el.setAttribute(attr, t(key));
+    }
+  }
+}
+
+export function setLanguage(next) {
+  lang = next in STRINGS ? next : "en";
+  localStorage.setItem(LANG_KEY, lang);
+  applyI18n();
+  for (const listener of listeners) listener(lang);
+}
+
+export function onLanguageChange(listener) {
+  listeners.add(listener);
+}
+
+export function formatTime(iso) {
+  const date = new Date(iso);
+  return date.toLocaleTimeString(locale(), { hour: "2-digit", minute: "2-digit" });
+}
+
+export function formatDateTime(iso) {
+  const date = new Date(iso);
+  return date.toLocaleString(locale(), { dateStyle: "medium", timeStyle: "short" });
+}
+
+/** The sidebar group a timestamp falls in: today, yesterday, the past week, or older. */
+export function dayGroup(iso, now = new Date()) {
+  const startOfToday = new Date(now.getFullYear(), now.getMonth(), now.getDate()).getTime();
+  const time = new Date(iso).getTime();
+  const day = 24 * 60 * 60 * 1000;
+  if (time >= startOfToday) return "today";
+  if (time >= startOfToday - day) return "yesterday";
+  if (time >= startOfToday - 7 * day) return "previous7";
+  return "older";
+}

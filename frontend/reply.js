@@ -1,0 +1,248 @@
+// One assistant reply on the page: streamed text (rendered as Markdown), thinking, tool cards,
+// notices and the error that ended it. Stored replies are drawn with the same view.
+
+import { copyButton, h, icon, setText } from "./dom.js";
+import { formatTime } from "./i18n.js";
+import { renderMarkdown } from "./markdown.js";
+
+/** A tool call as a card: name, arguments, result and duration. */
+export class ToolCard {
+  constructor({ tool_call_id, tool_name, arguments: args }) {
+    this.status = h("span", { class: "tool-status", t: "toolRunning" });
+    this.resultBox = h("pre", { class: "tool-result" });
+    this.resultRow = h(
+      "div",
+      { class: "tool-row", hidden: true },
+      h("span", { class: "tool-label", t: "toolResult" }),
+      this.resultBox,
+    );
+    this.el = h(
+      "div",
+      {
+        class: "tool-card",
+        dataset: { testid: "tool-card", state: "running", callId: tool_call_id },
+      },
+      h(
+        "div",
+        { class: "tool-head" },
+        icon("tool", "icon tool-icon"),
+        h("span", { class: "tool-name" }, tool_name),
+        this.status,
+      ),
+      h(
+        "div",
+        { class: "tool-row" },
+        h("span", { class: "tool-label", t: "toolArguments" }),
+        h("code", { class: "tool-args" }, formatArguments(args)),
+      ),
+      this.resultRow,
+    );
+  }
+
+  finish({ result, is_error, duration_ms }) {
+    this.el.dataset.state = is_error ? "error" : "ok";
+    this.resultBox.textContent = result;
+    this.resultRow.hidden = false;
+    if (is_error) {
+      setText(this.status, "toolFailed");
+      this.status.append(` · ${duration_ms} ms`);
+    } else {
+      delete this.status.dataset.i18n;
+      this.status.textContent = `${duration_ms} ms`;
+    }
+  }
+}
+
+/** The innermost last element, where the next streamed word will appear. */
+function caretTarget(el) {
+  let target = el;
+  while (
+    target.lastElementChild &&
+    !["BR", "BUTTON", "svg"].includes(target.lastElementChild.tagName)
+  ) {
+    target = target.lastElementChild;
+  }
+  return target;
+}
+
+function formatArguments(args) {
+  if (!args || Object.keys(args).length === 0) return "{}";
+  return JSON.stringify(args);
+}
+
+export class ReplyView {
+  /** `isDemo`: the demo provider answers, which the reply says plainly. */
+  constructor({ isDemo = false } = {}) {
+    this.parts = h("div", { class: "reply-parts" });
+    this.badges = h("span", { class: "badges" });
+    this.footer = h("div", { class: "msg-foot" });
+    this.typing = h("div", { class: "typing", "aria-hidden": "true" }, h("i"), h("i"), h("i"));
+    this.el = h(
+      "article",
+      { class: "msg msg-assistant", dataset: { testid: "assistant-message", status: "streaming" } },
+      h("div", { class: "avatar", "aria-hidden": "true" }, "T"),
+      h(
+        "div",
+        { class: "msg-body" },
+        h("div", { class: "msg-head" }, h("span", { class: "msg-name" }, "Tally"), this.badges),
+        this.parts,
+        this.typing,
+        this.footer,
+      ),
+    );
+    if (isDemo) this.badges.append(h("span", { class: "badge badge-demo", t: "demoBadge" }));
+    this.segment = null; // the text segment that deltas append to
+    this.thinking = null;
+    this.cards = new Map();
+    this.texts = [];
+    this.frame = 0;
+  }
+
+  /** Draw a stored message (and the tool calls of its turn) as a finished reply. */
+  static stored(message, toolConversations, options) {
+    const view = new ReplyView(options);
+    view.el.dataset.id = message.id;
+    view.el.dataset.turnId = message.turn_id;
+    for (const call of toolConversations) {
+      view.toolCall(call);
+      view.toolResult(call);
+    }
+    if (message.content) view.text(message.content);
+    view.render();
+    view.settle(message.status, message.created_at);
+    return view;
+  }
+
+  thinkingText(text) {
+    if (!this.thinking) {
+      this.thinkingBody = h("div", { class: "thinking-body" });
+      this.thinkingLabel = h("span", { t: "thinkingLive" });
+      this.thinking = h(
+        "details",
+        { class: "thinking" },
+        h("summary", {}, icon("spark"), this.thinkingLabel),
+        this.thinkingBody,
+      );
+      this.parts.prepend(this.thinking);
+    }
+    this.thinkingBody.textContent += text;
+  }
+
+  text(text) {
+    if (!this.segment) {
+      this.segment = { source: "", el: h("div", { class: "md" }) };
+      this.texts.push(this.segment);
+      this.parts.append(this.segment.el);
+      if (this.thinkingLabel) setText(this.thinkingLabel, "thinking");
+    }
+    this.segment.source += text;
+    this.scheduleRender();
+  }
+
+  toolCall(call) {
+    this.closeSegment();
+    const card = new ToolCard(call);
+    this.cards.set(call.tool_call_id, card);
+    this.parts.append(card.el);
+  }
+
+  toolResult(result) {
+    const card = this.cards.get(result.tool_call_id) ?? new ToolCard(result);
+    if (!card.el.isConnected) this.parts.append(card.el);
+    card.finish(result);
+  }
+
+  notice(iconName, spec) {
+    const note = h("div", { class: "reply-notice" }, icon(iconName), h("span", { t: spec }));
+    this.parts.append(note);
+    return note;
+  }
+
+  closeSegment() {
+    this.render({ hasCaret: false });
+    this.segment = null;
+  }
+
+  scheduleRender() {
+    if (this.frame) return;
+    this.frame = requestAnimationFrame(() => this.render({ hasCaret: true }));
+  }
+
+  /** Re-render the open text segment: Markdown is re-parsed from its source each frame. */
+  render({ hasCaret = false } = {}) {
+    if (this.frame) cancelAnimationFrame(this.frame);
+    this.frame = 0;
+    if (!this.segment) return;
+    this.segment.el.replaceChildren(renderMarkdown(this.segment.source));
+    if (hasCaret) {
+      caretTarget(this.segment.el).append(h("span", { class: "caret", "aria-hidden": "true" }));
+    }
+  }
+
+  get replyText() {
+    return this.texts
+      .map((s) => s.source.trim())
+      .filter(Boolean)
+      .join("\n\n");
+  }
+
+  /** The reply is over: `complete`, `incomplete` (cut off, kept) or `failed` (nothing kept). */
+  settle(status, createdAt = new Date().toISOString()) {
+    this.closeSegment();
+    this.typing.remove();
+    this.el.dataset.status = status;
+    if (status === "incomplete") {
+      this.badges.append(
+        h("span", {
+          class: "badge badge-incomplete",
+          t: "incomplete",
+          tAttrs: { title: "incompleteHint" },
+          dataset: { testid: "incomplete-badge" },
+        }),
+      );
+    }
+    if (this.thinkingLabel) setText(this.thinkingLabel, "thinking");
+    this.footer.replaceChildren(h("time", { datetime: createdAt }, formatTime(createdAt)));
+    if (this.replyText) {
+      this.footer.append(
+        copyButton(() => this.replyText, { labelKey: "copyReply", className: "copy-btn ghost" }),
+      );
+    }
+  }
+
+  /** Show why the turn ended early; `onRetry` sends it again. */
+  fail({ code, message, retry_after: retryAfter }, { isStopped = false, onRetry = null } = {}) {
+    const retry =
+      onRetry &&
+      h(
+        "button",
+        { type: "button", class: "btn btn-small", dataset: { testid: "retry" }, onclick: onRetry },
+        icon("retry"),
+        h("span", { t: "retry" }),
+      );
+    const box = h(
+      "div",
+      {
+        class: `turn-error${isStopped ? " is-stopped" : ""}`,
+        role: "alert",
+        dataset: { testid: "turn-error" },
+      },
+      icon(isStopped ? "info" : "alert"),
+      h(
+        "div",
+        { class: "turn-error-text" },
+        h("strong", { t: isStopped ? "stoppedTitle" : "errorTitle" }),
+        isStopped ? null : h("span", { class: "turn-error-message" }, message),
+        h("code", { class: "error-code", dataset: { testid: "error-code" } }, code),
+        retryAfter ? h("span", { t: ["retryAfter", { s: Math.ceil(retryAfter) }] }) : null,
+      ),
+      retry,
+    );
+    this.parts.append(box);
+    this.errorBox = box;
+  }
+
+  removeRetry() {
+    this.errorBox?.querySelector("[data-testid=retry]")?.remove();
+  }
+}

@@ -1,0 +1,193 @@
+// The sidebar's session list: newest activity first, grouped by day, searchable by title,
+// with rename and delete on each item.
+
+import { api } from "./api.js";
+import { h, icon, setAttrs, setText, toast } from "./dom.js";
+import { dayGroup } from "./i18n.js";
+
+const PAGE = 50;
+
+/** Replace `target` with a text input; Enter (or leaving it) saves, Escape cancels. */
+export function editInline(target, value, save, { label = "rename" } = {}) {
+  const input = h("input", { class: "inline-input", type: "text", maxlength: 200 });
+  setAttrs(input, { "aria-label": label });
+  input.value = value;
+  let isDone = false;
+  const finish = async (shouldSave) => {
+    if (isDone) return;
+    isDone = true;
+    const next = input.value.trim();
+    input.replaceWith(target);
+    if (shouldSave && next !== value) await save(next);
+  };
+  input.addEventListener("keydown", (event) => {
+    if (event.key === "Enter" && !event.isComposing) finish(true);
+    if (event.key === "Escape") finish(false);
+  });
+  input.addEventListener("blur", () => finish(true));
+  target.replaceWith(input);
+  input.focus();
+  input.select();
+}
+
+export class SessionList {
+  constructor(root, search, { onRenamed, onDeleted }) {
+    this.root = root;
+    this.search = search;
+    this.onRenamed = onRenamed;
+    this.onDeleted = onDeleted;
+    this.sessions = [];
+    this.total = 0;
+    this.activeId = null;
+    this.query = "";
+    let timer = 0;
+    search.addEventListener("input", () => {
+      clearTimeout(timer);
+      timer = setTimeout(() => {
+        this.query = search.value.trim();
+        this.refresh();
+      }, 200);
+    });
+  }
+
+  async refresh() {
+    const query = this.query;
+    const limit = Math.max(PAGE, this.sessions.length);
+    const page = await api.listSessions({ limit, q: query });
+    if (query !== this.query) return; // a newer search is on its way
+    this.sessions = page.sessions;
+    this.total = page.total;
+    this.render();
+  }
+
+  async loadMore() {
+    const page = await api.listSessions({
+      limit: PAGE,
+      offset: this.sessions.length,
+      q: this.query,
+    });
+    const known = new Set(this.sessions.map((s) => s.id));
+    this.sessions.push(...page.sessions.filter((s) => !known.has(s.id)));
+    this.total = page.total;
+    this.render();
+  }
+
+  setActive(id) {
+    this.activeId = id;
+    for (const item of this.root.querySelectorAll(".session-item")) {
+      const isActive = item.dataset.id === id;
+      item.classList.toggle("is-active", isActive);
+      item.querySelector(".session-link").toggleAttribute("aria-current", isActive);
+    }
+  }
+
+  render() {
+    if (this.sessions.length === 0) {
+      this.root.replaceChildren(
+        h("p", { class: "session-empty", t: this.query ? "noMatches" : "noSessions" }),
+      );
+      return;
+    }
+    const groups = new Map();
+    for (const session of this.sessions) {
+      const group = dayGroup(session.updated_at);
+      if (!groups.has(group)) groups.set(group, []);
+      groups.get(group).push(session);
+    }
+    const children = [];
+    for (const [group, sessions] of groups) {
+      children.push(
+        h(
+          "div",
+          { class: "session-group" },
+          h("div", { class: "group-label", t: group }),
+          sessions.map((session) => this.item(session)),
+        ),
+      );
+    }
+    if (this.sessions.length < this.total) {
+      children.push(
+        h(
+          "button",
+          { type: "button", class: "btn-link load-more", onclick: () => this.loadMore() },
+          h("span", { t: "loadMore" }),
+        ),
+      );
+    }
+    this.root.replaceChildren(...children);
+    this.setActive(this.activeId);
+  }
+
+  item(session) {
+    const title = h("span", { class: "session-title" });
+    if (session.title) title.textContent = session.title;
+    else setText(title, "untitled");
+    const href = `#/s/${encodeURIComponent(session.id)}`;
+    const link = h("a", { class: "session-link", href, title: session.title || null }, title);
+    const rename = h(
+      "button",
+      {
+        type: "button",
+        class: "icon-btn small",
+        tAttrs: { title: "rename", "aria-label": "rename" },
+      },
+      icon("pencil"),
+    );
+    const remove = h(
+      "button",
+      {
+        type: "button",
+        class: "icon-btn small danger",
+        tAttrs: { title: "delete", "aria-label": "delete" },
+      },
+      icon("trash"),
+    );
+    rename.addEventListener("click", () =>
+      editInline(link, session.title, async (next) => {
+        await this.rename(session, next);
+      }),
+    );
+    remove.addEventListener("click", () => this.confirmDelete(session, remove));
+    return h(
+      "div",
+      { class: "session-item", dataset: { id: session.id, testid: "session-item" } },
+      link,
+      h("div", { class: "session-actions" }, rename, remove),
+    );
+  }
+
+  async rename(session, title) {
+    try {
+      const updated = await api.renameSession(session.id, title);
+      Object.assign(session, updated);
+      this.render();
+      this.onRenamed(updated);
+    } catch (err) {
+      toast({ raw: `${err.code}: ${err.message}` }, { isError: true });
+    }
+  }
+
+  /** The first click arms the button, a second one within 3 s deletes. */
+  async confirmDelete(session, button) {
+    if (!button.classList.contains("is-armed")) {
+      button.classList.add("is-armed");
+      button.replaceChildren(h("span", { t: "confirmDelete" }));
+      setTimeout(() => {
+        if (!button.isConnected) return;
+        button.classList.remove("is-armed");
+        button.replaceChildren(icon("trash"));
+      }, 3000);
+      return;
+    }
+    try {
+      await api.deleteSession(session.id);
+      this.sessions = this.sessions.filter((s) => s.id !== session.id);
+      this.total -= 1;
+      this.render();
+      toast("deleted");
+      this.onDeleted(session.id);
+    } catch (err) {
+      toast({ raw: `${err.code}: ${err.message}` }, { isError: true });
+    }
+  }
+}

@@ -1,0 +1,220 @@
+// The conversation pane: stored messages (window and, on request, the archived ones before it),
+// the session summary between them, and live replies appended at the end.
+
+import { api } from "./api.js";
+import { h, icon } from "./dom.js";
+import { formatDateTime, formatTime } from "./i18n.js";
+import { ReplyView } from "./reply.js";
+import { SummaryCard } from "./summary.js";
+
+const PAGE = 100;
+const IMAGE_TYPES = new Set(["image/png", "image/jpeg", "image/gif", "image/webp"]);
+
+export function userMessage({ id, turn_id: turnId, content, images = [], created_at: createdAt }) {
+  const pictures = images
+    .filter((image) => IMAGE_TYPES.has(image.media_type) && /^[A-Za-z0-9+/=]+$/.test(image.data))
+    .map((image) =>
+      h("img", {
+        class: "msg-image",
+        alt: "",
+        src: `data:${image.media_type};base64,${image.data}`,
+      }),
+    );
+  const time = createdAt ?? new Date().toISOString();
+  return h(
+    "article",
+    {
+      class: "msg msg-user",
+      dataset: { testid: "user-message", id: id ?? "", turnId: turnId ?? "" },
+    },
+    h(
+      "div",
+      { class: "msg-body" },
+      pictures.length ? h("div", { class: "msg-images" }, pictures) : null,
+      h("div", { class: "bubble" }, content),
+      h(
+        "div",
+        { class: "msg-foot" },
+        h("time", { datetime: time, title: formatDateTime(time) }, formatTime(time)),
+      ),
+    ),
+  );
+}
+
+/** Elements for stored messages; each reply carries the tool calls of its turn. */
+function drawMessages(messages, calls, options) {
+  const byMessage = new Map();
+  const byTurn = new Map();
+  for (const call of calls) {
+    const [map, key] =
+      call.message_id != null ? [byMessage, call.message_id] : [byTurn, call.turn_id];
+    if (!map.has(key)) map.set(key, []);
+    map.get(key).push(call);
+  }
+  const elements = [];
+  messages.forEach((message, index) => {
+    if (message.role === "user") {
+      elements.push(userMessage(message));
+      const next = messages[index + 1];
+      const isAnswered = next?.role === "assistant" && next.turn_id === message.turn_id;
+      const orphanCalls = byTurn.get(message.turn_id);
+      if (!isAnswered && orphanCalls) {
+        // A turn that used tools but stored no reply: show what the tools did.
+        byTurn.delete(message.turn_id);
+        const stub = { ...message, id: "", content: "", status: "failed" };
+        elements.push(ReplyView.stored(stub, orphanCalls, options).el);
+      }
+      return;
+    }
+    const own = [...(byMessage.get(message.id) ?? []), ...(byTurn.get(message.turn_id) ?? [])];
+    byTurn.delete(message.turn_id);
+    const view = ReplyView.stored(message, own, options);
+    if (message.is_archived) view.el.classList.add("is-archived");
+    elements.push(view.el);
+  });
+  return elements;
+}
+
+export class Thread {
+  constructor(scroller) {
+    this.scroller = scroller;
+    this.inner = scroller.querySelector(".thread");
+    this.session = null;
+  }
+
+  get isNearBottom() {
+    const s = this.scroller;
+    return s.scrollHeight - s.scrollTop - s.clientHeight < 120;
+  }
+
+  scrollToBottom() {
+    this.scroller.scrollTop = this.scroller.scrollHeight;
+  }
+
+  /** Keep following the reply only while the reader is at the bottom. */
+  follow(wasNearBottom) {
+    if (wasNearBottom) this.scrollToBottom();
+  }
+
+  loading() {
+    this.session = null;
+    this.inner.replaceChildren(h("div", { class: "thread-loading", t: "loading" }));
+  }
+
+  empty(onSuggestion) {
+    this.session = null;
+    const suggestions = ["suggest1", "suggest2", "suggest3"].map((key) =>
+      h(
+        "button",
+        {
+          type: "button",
+          class: "suggestion",
+          onclick: (e) => onSuggestion(e.currentTarget.textContent),
+        },
+        h("span", { t: key }),
+      ),
+    );
+    this.inner.replaceChildren(
+      h(
+        "div",
+        { class: "empty-state", dataset: { testid: "empty-state" } },
+        h("div", { class: "empty-mark", "aria-hidden": "true" }, "T"),
+        h("h2", { t: "emptyTitle" }),
+        h("p", { class: "muted", t: "emptySubtitle" }),
+        h("div", { class: "suggestions" }, suggestions),
+      ),
+    );
+  }
+
+  /** Draw a session: its window, the summary, and a way to reach archived messages. */
+  async show(session, { isDemo }) {
+    this.session = session;
+    this.options = { isDemo };
+    const [page, tools] = await Promise.all([
+      api.messages(session.id, { limit: PAGE }),
+      api.toolConversations(session.id).catch(() => ({ tool_conversations: [] })),
+    ]);
+    if (this.session !== session) return false; // another session was opened meanwhile
+    this.calls = tools.tool_conversations;
+    this.oldestId = page.messages[0]?.id ?? null;
+    this.earlier = h("div", { class: "earlier" });
+    this.archived = h("div", { class: "archived", hidden: true });
+    this.summary = new SummaryCard(session.summary, (text) => this.saveSummary(text));
+    this.window = h(
+      "div",
+      { class: "window" },
+      drawMessages(page.messages, this.calls, this.options),
+    );
+    this.inner.replaceChildren(this.earlier, this.archived, this.summary.el, this.window);
+    await this.offerEarlier(page.has_more, session.window_start_id);
+    this.scrollToBottom();
+    return true;
+  }
+
+  async saveSummary(text) {
+    const session = await api.setSummary(this.session.id, text);
+    this.session = session;
+    return session;
+  }
+
+  /** Refresh the summary after a turn (compaction may have rewritten it). */
+  updateSession(session) {
+    if (!this.session || session.id !== this.session.id) return;
+    const isEditing = this.summary.el.querySelector("form");
+    this.session = session;
+    if (!isEditing && this.summary.summary !== session.summary) {
+      this.summary.summary = session.summary;
+      this.summary.show();
+    }
+  }
+
+  async offerEarlier(hasMore, windowStartId) {
+    let isAvailable = hasMore;
+    if (!isAvailable && windowStartId > 0) {
+      const probe = await api.messages(this.session.id, {
+        includeArchived: true,
+        limit: 1,
+        beforeId: this.oldestId ?? windowStartId,
+      });
+      isAvailable = probe.messages.length > 0;
+    }
+    this.earlier.replaceChildren();
+    if (!isAvailable) return;
+    const button = h(
+      "button",
+      { type: "button", class: "btn btn-small earlier-btn", dataset: { testid: "show-earlier" } },
+      icon("chevronUp"),
+      h("span", { t: "showEarlier" }),
+    );
+    button.addEventListener("click", () => this.loadEarlier(button));
+    this.earlier.append(button);
+  }
+
+  async loadEarlier(button) {
+    button.disabled = true;
+    const page = await api.messages(this.session.id, {
+      includeArchived: true,
+      limit: PAGE,
+      beforeId: this.oldestId ?? this.session.window_start_id,
+    });
+    const before = this.scroller.scrollHeight - this.scroller.scrollTop;
+    const archived = page.messages.filter((m) => m.is_archived);
+    const inWindow = page.messages.filter((m) => !m.is_archived);
+    if (archived.length) {
+      if (this.archived.hidden) {
+        this.archived.hidden = false;
+        this.archived.append(h("div", { class: "divider" }, h("span", { t: "earlierDivider" })));
+      }
+      this.archived.firstElementChild.after(...drawMessages(archived, this.calls, this.options));
+    }
+    if (inWindow.length) this.window.prepend(...drawMessages(inWindow, this.calls, this.options));
+    this.oldestId = page.messages[0]?.id ?? this.oldestId;
+    this.scroller.scrollTop = this.scroller.scrollHeight - before;
+    await this.offerEarlier(page.has_more, 0);
+  }
+
+  append(el) {
+    const container = this.window ?? this.inner;
+    container.append(el);
+  }
+}

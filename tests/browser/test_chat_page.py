@@ -1,0 +1,185 @@
+"""The chat page: streaming, tool cards, stop, retry, safe Markdown."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from datetime import datetime
+from pathlib import Path
+from zoneinfo import ZoneInfo
+
+import pytest
+from playwright.async_api import expect
+
+from backend.domain.messages import ToolCall
+from backend.errors import ProviderUnavailable
+from backend.providers.scripted import ScriptedProvider, ScriptedToolCalls
+from tests.browser.harness import Tally, last_reply, send, wait_for_reply
+from tests.conftest import ROOT
+
+# The shared browser lives in the session's event loop (see harness.py).
+pytestmark = pytest.mark.asyncio(loop_scope="session")
+
+README_SCREENSHOT = ROOT / "docs" / "screenshot.png"
+
+MARKDOWN_REPLY = """It is **{time}** in Shanghai right now. Here is a small helper \
+that does the same thing in Python:
+
+```python
+from datetime import datetime
+from zoneinfo import ZoneInfo
+
+def now_in(zone: str) -> str:
+    return datetime.now(ZoneInfo(zone)).isoformat(timespec="minutes")
+```
+
+- `ZoneInfo` reads the system time-zone database.
+- Pass any IANA name, such as `Europe/Paris`.
+
+That is all it takes."""
+
+
+def save_readme_screenshot(path: Path) -> None:
+    """docs/screenshot.png is refreshed only on request, so test runs leave the tree clean."""
+    if not README_SCREENSHOT.exists() or os.environ.get("TALLY_UPDATE_SCREENSHOT") == "1":
+        README_SCREENSHOT.parent.mkdir(exist_ok=True)
+        shutil.copyfile(path, README_SCREENSHOT)
+
+
+async def test_reply_streams_before_the_turn_completes(
+    tally: Tally, provider: ScriptedProvider
+) -> None:
+    for title in ("Kyoto trip: three-day plan", "Quarterly report outline", "Rust lifetimes"):
+        await tally.client.post("/api/chat/sessions", json={"title": title, "channel": "web"})
+    provider.delay_s = 0.03
+    call = ToolCall(id="c1", name="now", arguments={"timezone": "Asia/Shanghai"})
+    shanghai_time = datetime.now(ZoneInfo("Asia/Shanghai")).strftime("%H:%M")
+    reply = MARKDOWN_REPLY.replace("{time}", shanghai_time)
+    provider.push(ScriptedToolCalls([call], text="Let me check the clock there."), reply)
+    page = await tally.open_page(height=900)
+
+    await send(page, "What time is it in Shanghai right now?")
+    text = last_reply(page).locator(".md").last
+    await expect(text).to_contain_text("in Shanghai right now")
+    partial = await page.evaluate(
+        """() => {
+            const reply = document.querySelectorAll('[data-testid=assistant-message]');
+            const last = reply[reply.length - 1];
+            return {status: last.dataset.status, text: last.textContent};
+        }"""
+    )
+    assert partial["status"] == "streaming"
+    assert "all it takes" not in partial["text"]
+    await expect(page.get_by_test_id("stop")).to_be_visible()
+
+    await wait_for_reply(page)
+    await expect(last_reply(page)).to_contain_text("That is all it takes.")
+    await expect(last_reply(page).locator(".code-block")).to_contain_text("def now_in")
+    await expect(page.get_by_test_id("send")).to_be_visible()
+    assert "#/s/" in page.url  # the URL names the new session
+    await expect(page.get_by_test_id("session-item")).to_have_count(4)
+    await page.mouse.move(0, 0)
+    save_readme_screenshot(await tally.screenshot(page, "streamed-reply"))
+
+
+async def test_tool_call_appears_as_a_card_live_and_after_reload(
+    tally: Tally, provider: ScriptedProvider
+) -> None:
+    call = ToolCall(id="c1", name="now", arguments={"timezone": "Asia/Shanghai"})
+    provider.push(ScriptedToolCalls([call]), "It is evening in Shanghai.")
+    page = await tally.open_page()
+
+    await send(page, "What time is it in Shanghai?")
+    await wait_for_reply(page)
+    card = page.get_by_test_id("tool-card")
+    await expect(card).to_have_count(1)
+    await expect(card).to_contain_text("now")
+    await expect(card).to_contain_text("Asia/Shanghai")
+    await expect(card).to_contain_text("+08:00")  # the tool's result
+    await expect(card.locator(".tool-status")).to_contain_text("ms")
+    await expect(card).to_have_attribute("data-state", "ok")
+
+    await page.reload()
+    card = page.get_by_test_id("tool-card")
+    await expect(card).to_have_count(1)  # rebuilt from the tool-conversations endpoint
+    await expect(card).to_contain_text("Asia/Shanghai")
+    await expect(card).to_contain_text("+08:00")
+    await expect(last_reply(page)).to_contain_text("It is evening in Shanghai.")
+    await tally.screenshot(page, "tool-card")
+
+
+async def test_stop_cancels_the_turn_and_marks_the_reply_incomplete(
+    tally: Tally, provider: ScriptedProvider
+) -> None:
+    provider.delay_s = 0.1
+    provider.push(" ".join(f"word{n}" for n in range(200)))
+    page = await tally.open_page()
+
+    await send(page, "Count for me, slowly.")
+    await expect(last_reply(page).locator(".md")).to_contain_text("word2")
+    await page.get_by_test_id("stop").click()
+
+    error = page.get_by_test_id("turn-error")
+    await expect(error.get_by_test_id("error-code")).to_have_text("cancelled")
+    await expect(error.get_by_test_id("retry")).to_be_visible()
+    await expect(last_reply(page)).to_have_attribute("data-status", "incomplete")
+    await expect(page.get_by_test_id("incomplete-badge")).to_be_visible()
+    assert "word199" not in await last_reply(page).inner_text()
+    await expect(page.get_by_test_id("send")).to_be_visible()
+    await tally.screenshot(page, "stopped")
+
+    await page.reload()  # the stored reply is marked incomplete too
+    await expect(last_reply(page)).to_have_attribute("data-status", "incomplete")
+    await expect(page.get_by_test_id("incomplete-badge")).to_be_visible()
+
+
+async def test_failed_send_keeps_the_input_and_retry_answers(
+    tally: Tally, provider: ScriptedProvider
+) -> None:
+    provider.push(ProviderUnavailable("scripted", "the model is overloaded"), "Second time lucky.")
+    page = await tally.open_page()
+
+    await send(page, "Hello?")
+    error = page.get_by_test_id("turn-error")
+    await expect(error.get_by_test_id("error-code")).to_have_text("provider_unavailable")
+    await expect(error).to_contain_text("the model is overloaded")
+    await error.get_by_test_id("retry").click()
+    await wait_for_reply(page)
+    await expect(last_reply(page)).to_contain_text("Second time lucky.")
+    await expect(page.get_by_test_id("user-message")).to_have_count(1)  # same turn, resumed
+
+    session_id = page.url.rsplit("/", 1)[-1]
+    await tally.client.delete(f"/api/chat/sessions/{session_id}")
+    await send(page, "Are you still there?")  # refused before any stream: session is gone
+    await expect(page.get_by_test_id("error-code").last).to_have_text("session_not_found")
+    await expect(page.get_by_test_id("input")).to_have_value("Are you still there?")
+    await tally.screenshot(page, "failed-send")
+
+
+async def test_model_output_cannot_run_script_or_inject_markup(
+    tally: Tally, provider: ScriptedProvider
+) -> None:
+    payload = (
+        'Look: <img src=x onerror="window.__pwned = 1"> and '
+        "<script>window.__pwned = 2</script> "
+        "[click me](javascript:window.__pwned=3) "
+        '![pic](https://example.invalid/x.png" onerror="window.__pwned=4) '
+        "<a href=x onclick=window.__pwned=5>raw link</a> **still bold**"
+    )
+    provider.push(payload)
+    page = await tally.open_page()
+
+    await send(page, "Say something dangerous.")
+    await wait_for_reply(page)
+    await expect(last_reply(page)).to_contain_text('<img src=x onerror="window.__pwned = 1">')
+    for attempt in ("fresh", "reloaded"):
+        await page.wait_for_timeout(200)  # time for an injected onerror to have fired
+        assert await page.evaluate("() => window.__pwned") is None, attempt
+        reply = last_reply(page)
+        assert await reply.locator("img, script, iframe, [onerror], [onclick]").count() == 0
+        assert await reply.locator("a[href^='javascript' i]").count() == 0
+        await expect(reply.locator("strong")).to_have_text("still bold")
+        if attempt == "fresh":
+            await page.reload()
+            await wait_for_reply(page)
+    await tally.screenshot(page, "sanitized")

@@ -1,0 +1,78 @@
+"""Chinese and English, light and dark, phone width, and the demo provider said plainly."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from playwright.async_api import Browser, expect
+
+from backend.providers.scripted import ScriptedProvider
+from tests.browser.harness import Tally, last_reply, running_tally, send, wait_for_reply
+
+# The shared browser lives in the session's event loop (see harness.py).
+pytestmark = pytest.mark.asyncio(loop_scope="session")
+
+
+async def test_chinese_reply_and_chinese_interface(
+    tally: Tally, provider: ScriptedProvider
+) -> None:
+    provider.push("你好！这是**中文**回复：记忆窗口之外的消息会写进摘要。")
+    page = await tally.open_page(locale="zh-CN")
+    await expect(page.locator("html")).to_have_attribute("lang", "zh-CN")
+    await expect(page.get_by_test_id("input")).to_have_attribute("placeholder", "给 Tally 发消息…")
+    await expect(page.get_by_test_id("new-chat")).to_have_text("新对话")
+
+    await send(page, "你好，用中文回答")
+    await wait_for_reply(page)
+    await expect(last_reply(page).locator(".md")).to_contain_text("记忆窗口之外的消息会写进摘要")
+    await expect(last_reply(page).locator("strong")).to_have_text("中文")
+    await expect(page.get_by_test_id("summary")).to_contain_text("更早对话的摘要")
+    await tally.screenshot(page, "chinese")
+
+    await page.get_by_test_id("lang-toggle").click()  # the toggle relabels the page in place
+    await expect(page.get_by_test_id("new-chat")).to_have_text("New chat")
+    await expect(page.get_by_test_id("input")).to_have_attribute("placeholder", "Message Tally…")
+    await expect(page.locator("html")).to_have_attribute("lang", "en")
+    await page.reload()  # and the choice is remembered
+    await expect(page.get_by_test_id("new-chat")).to_have_text("New chat")
+
+
+async def test_demo_provider_is_shown_plainly(browser: Browser, tmp_path: Path) -> None:
+    async with running_tally(browser, tmp_path, provider=None) as tally:
+        page = await tally.open_page()
+        banner = page.get_by_test_id("demo-banner")
+        await expect(banner).to_be_visible()
+        await expect(banner).to_contain_text("demo provider")
+
+        await send(page, "Is anyone there?")
+        await wait_for_reply(page)
+        await expect(last_reply(page)).to_contain_text("built-in demo provider")
+        await expect(last_reply(page).locator(".badge-demo")).to_be_visible()
+        await tally.screenshot(page, "demo")
+
+
+async def test_phone_width_dark_theme_keeps_everything_reachable(
+    tally: Tally, provider: ScriptedProvider
+) -> None:
+    await tally.client.post("/api/chat/sessions", json={"title": "Earlier chat", "channel": "web"})
+    provider.push("A reply that fits the screen. " * 6)
+    page = await tally.open_page(color_scheme="dark", width=380, height=760)
+    await expect(page.locator("#sidebar")).not_to_be_in_viewport()
+    background = await page.evaluate("() => getComputedStyle(document.body).backgroundColor")
+    assert background == "rgb(17, 19, 24)"  # prefers-color-scheme: dark
+
+    await send(page, "Hello from a phone")
+    await wait_for_reply(page)
+    scroll_width = await page.evaluate("() => document.documentElement.scrollWidth")
+    assert scroll_width <= 380  # nothing overflows sideways
+    await expect(page.get_by_test_id("send")).to_be_in_viewport()
+    await tally.screenshot(page, "phone-dark")
+
+    await page.get_by_test_id("menu-button").click()
+    await expect(page.get_by_test_id("session-item").first).to_be_in_viewport()
+    await expect(page.get_by_test_id("session-item")).to_have_count(2)
+    await page.get_by_test_id("theme-toggle").click()  # the toggle overrides the system
+    background = await page.evaluate("() => getComputedStyle(document.body).backgroundColor")
+    assert background == "rgb(255, 255, 255)"
+    await tally.screenshot(page, "phone-menu-light")

@@ -1,0 +1,119 @@
+"""Sessions in the page: the list, the URL, the editable summary, archived messages."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from playwright.async_api import expect
+
+from backend.providers.scripted import ScriptedProvider
+from tests.browser.harness import Tally, wait_for_reply
+
+# The shared browser lives in the session's event loop (see harness.py).
+pytestmark = pytest.mark.asyncio(loop_scope="session")
+
+TENANT = "default"  # auth.mode: none
+
+
+async def create_session(tally: Tally, title: str) -> dict[str, Any]:
+    response = await tally.client.post(
+        "/api/chat/sessions", json={"title": title, "channel": "web"}
+    )
+    assert response.status_code == 201
+    return dict(response.json())
+
+
+async def test_summary_edited_in_the_page_persists_after_reload(tally: Tally) -> None:
+    session = await create_session(tally, "Planning the garden")
+    page = await tally.open_page(f"/#/s/{session['id']}")
+    await expect(page.get_by_test_id("chat-title")).to_have_text("Planning the garden")
+
+    await page.get_by_test_id("summary-edit").click()
+    await page.get_by_test_id("summary-input").fill("Tomatoes go by the south wall.\nWater daily.")
+    await page.get_by_test_id("summary-save").click()
+    await expect(page.get_by_test_id("summary-text")).to_contain_text("south wall")
+
+    await page.reload()
+    await expect(page.get_by_test_id("summary-text")).to_have_text(
+        "Tomatoes go by the south wall.\nWater daily."
+    )
+    stored = (await tally.client.get(f"/api/chat/sessions/{session['id']}")).json()
+    assert stored["summary"] == "Tomatoes go by the south wall.\nWater daily."
+    await tally.screenshot(page, "summary")
+
+
+async def test_archived_messages_appear_on_request_before_the_summary(
+    tally: Tally, provider: ScriptedProvider
+) -> None:
+    provider.push("Apples are in season.", "Pears keep longer.")
+    session = await create_session(tally, "Fruit")
+    for question in ("Tell me about apples.", "And pears?"):
+        reply = await tally.client.post(
+            "/api/chat/send", json={"session_id": session["id"], "message": question}
+        )
+        assert reply.status_code == 200, reply.text
+    window_start = reply.json()["user_message_id"]  # the first turn leaves the window
+    await tally.app.state.services.sessions.update(
+        tenant_id=TENANT,
+        session_id=session["id"],
+        window_start_id=window_start,
+        summary="The reader asked about apples.",
+    )
+    page = await tally.open_page(f"/?session={session['id']}")  # the query form works too
+
+    await expect(page.get_by_test_id("user-message")).to_have_count(1)
+    await expect(page.get_by_test_id("summary-text")).to_have_text("The reader asked about apples.")
+    await page.get_by_test_id("show-earlier").click()
+    await expect(page.get_by_test_id("user-message")).to_have_count(2)
+    archived = page.locator(".archived")
+    await expect(archived).to_contain_text("Tell me about apples.")
+    await expect(archived).to_contain_text("Apples are in season.")
+    await expect(page.get_by_test_id("show-earlier")).to_have_count(0)
+    assert "#/s/" in page.url
+    await tally.screenshot(page, "earlier-messages")
+
+
+async def test_sessions_are_listed_newest_first_renamed_searched_and_deleted(
+    tally: Tally,
+) -> None:
+    for title in ("Alpha notes", "Beta notes", "Gamma plans"):
+        await create_session(tally, title)
+    page = await tally.open_page()
+    items = page.get_by_test_id("session-item")
+    await expect(items).to_have_text(["Gamma plans", "Beta notes", "Alpha notes"])
+
+    await items.filter(has_text="Beta notes").locator(".session-link").click()
+    await expect(page.get_by_test_id("chat-title")).to_have_text("Beta notes")
+    await page.get_by_test_id("rename-session").click()
+    title_box = page.locator(".chat-head .inline-input")
+    await title_box.fill("Beta, renamed")
+    await title_box.press("Enter")
+    await expect(page.get_by_test_id("chat-title")).to_have_text("Beta, renamed")
+    await expect(items).to_have_text(["Beta, renamed", "Gamma plans", "Alpha notes"])
+
+    await page.get_by_test_id("session-search").fill("notes")
+    await expect(items).to_have_text(["Alpha notes"])
+    await page.get_by_test_id("session-search").fill("")
+    await expect(items).to_have_count(3)
+
+    beta = items.filter(has_text="Beta, renamed")
+    await beta.get_by_role("button", name="Delete").click()
+    await beta.get_by_role("button", name="Delete").click()  # the second click confirms
+    await expect(items).to_have_text(["Gamma plans", "Alpha notes"])
+    await expect(page.get_by_test_id("empty-state")).to_be_visible()  # its page closed
+    listed = (await tally.client.get("/api/chat/sessions")).json()
+    assert [s["title"] for s in listed["sessions"]] == ["Gamma plans", "Alpha notes"]
+
+    box = page.get_by_test_id("input")
+    await box.type("A brand new question")
+    await box.press("Shift+Enter")  # a new line, not a send
+    await box.type("on two lines")
+    await expect(box).to_have_value("A brand new question\non two lines")
+    await box.press("Enter")
+    await wait_for_reply(page)
+    await expect(items.first).to_have_text("A brand new question")  # titled by its first line
+    await expect(page.get_by_test_id("user-message").locator(".bubble")).to_have_text(
+        "A brand new question\non two lines"
+    )
+    await tally.screenshot(page, "sessions")
