@@ -32,6 +32,8 @@ def configure_logging() -> None:
     handler = logging.StreamHandler()
     handler.setFormatter(KeyValueFormatter(LOG_FORMAT))
     logging.basicConfig(level=logging.INFO, handlers=[handler])
+    for chatty in ("httpx", "httpx2", "openai", "anthropic"):  # a line per LLM call, with URLs
+        logging.getLogger(chatty).setLevel(logging.WARNING)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -140,7 +140,6 @@ async def build_services(
             usage=usage,
             runtimes=runtimes,
             turns=TurnRunner(
-                sessions=factory.sessions,
                 messages=factory.messages,
                 tool_conversations=tool_conversations,
                 locks=SessionLocks(database),
@@ -244,7 +243,6 @@ class RuntimeFactory:
     ) -> RequestBuilder:
         memory = settings.memory
         return RequestBuilder(
-            messages=self.messages,
             prompts=self.prompts,
             tools=tools,
             memory=MemoryContext(self.store, counter, budget_tokens=memory.prompt_budget_tokens),

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import AsyncIterator
 from typing import Annotated
 
@@ -22,7 +23,7 @@ from backend.api.schemas import (
 from backend.api.sse import encode_event
 from backend.api.user_input import to_user_input
 from backend.chat.turn import TurnHandle, TurnRequest
-from backend.domain.events import TurnFailed
+from backend.domain.events import TurnEvent, TurnFailed
 from backend.metrics import ACTIVE_STREAMS
 
 router = APIRouter(prefix="/api/chat", tags=["chat"])
@@ -48,27 +49,31 @@ async def send(
 ) -> SendResponse | StreamingResponse | JSONResponse:
     user_input = to_user_input(body.message, max_chars=services.settings.server.max_message_chars)
     if body.session_id is None:
-        session = await services.sessions.create(tenant_id=tenant_id, channel="api")
+        session_id = (await services.sessions.create(tenant_id=tenant_id, channel="api")).id
     else:
-        session = await services.sessions.get(tenant_id=tenant_id, session_id=body.session_id)
+        session_id = body.session_id  # the turn reads it, under its lock: 404 if unknown
     handle = services.turns.start(
         TurnRequest(
             tenant_id=tenant_id,
-            session_id=session.id,
+            session_id=session_id,
             user_input=user_input,
             idempotency_key=idempotency_key,
+            stream=body.stream,
         )
     )
     if body.stream:
+        # Wait for the turn to start, so a refusal (unknown session, quota) is an HTTP error.
+        first = await handle.next_event()
+        if isinstance(first, TurnFailed):
+            return _failure(first)
         return StreamingResponse(
-            _event_stream(handle),
+            _event_stream(handle, first),
             media_type="text/event-stream",
             headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
         )
     end = await handle.result()
     if isinstance(end, TurnFailed):
-        headers = {"Retry-After": str(round(end.retry_after))} if end.retry_after else None
-        return error_response(end.status, end.code, end.message, headers)
+        return _failure(end)
     return SendResponse(
         session_id=end.session_id,
         turn_id=end.turn_id,
@@ -92,10 +97,17 @@ async def send(
     )
 
 
-async def _event_stream(handle: TurnHandle) -> AsyncIterator[bytes]:
+def _failure(event: TurnFailed) -> JSONResponse:
+    retry_after = event.retry_after
+    headers = {"Retry-After": str(max(1, math.ceil(retry_after)))} if retry_after else None
+    return error_response(event.status, event.code, event.message, headers)
+
+
+async def _event_stream(handle: TurnHandle, first: TurnEvent) -> AsyncIterator[bytes]:
     is_finished = False
     ACTIVE_STREAMS.inc()
     try:
+        yield encode_event(first)
         async for event in handle.events():
             yield encode_event(event)
         is_finished = True

@@ -17,14 +17,12 @@ from backend.domain.messages import Session, StoredMessage
 from backend.domain.requests import ChatRequest, RequestMessage
 from backend.metrics import PROMPT_BUILD_SECONDS
 from backend.settings import PersonaSettings
-from backend.storage.messages import MessageRepository
 from backend.tools.registry import ToolRegistry
 
 
 @dataclass(frozen=True, slots=True)
 class BuiltRequest:
     request: ChatRequest
-    window: list[StoredMessage]  # the stored window the request was compiled from
     compaction: Compacted | None
     estimated_tokens: int
 
@@ -41,7 +39,6 @@ class RequestBuilder:
     def __init__(
         self,
         *,
-        messages: MessageRepository,
         prompts: PromptRenderer,
         tools: ToolRegistry,
         memory: MemoryContext | None,
@@ -49,7 +46,6 @@ class RequestBuilder:
         settings: RequestSettings,
         clock: Callable[[], datetime],
     ) -> None:
-        self._messages = messages
         self._prompts = prompts
         self._tools = tools
         self._memory = memory
@@ -57,19 +53,20 @@ class RequestBuilder:
         self._settings = settings
         self._clock = clock
 
-    async def build(self, session: Session, user_message: StoredMessage) -> BuiltRequest:
-        with PROMPT_BUILD_SECONDS.time():
-            return await self._build(session, user_message)
+    @property
+    def window_limit(self) -> int | None:
+        """How many stored messages a request may carry besides the new one."""
+        limit = self._settings.persona.max_history_messages
+        return None if limit < 0 else limit
 
-    async def _build(self, session: Session, user_message: StoredMessage) -> BuiltRequest:
+    async def build(self, session: Session, window: list[StoredMessage]) -> BuiltRequest:
+        """The request for `window`, which ends with the turn's user message."""
+        with PROMPT_BUILD_SECONDS.time():
+            return await self._build(session, window)
+
+    async def _build(self, session: Session, window: list[StoredMessage]) -> BuiltRequest:
         settings = self._settings
-        limit = settings.persona.max_history_messages
-        window = await self._messages.window(
-            tenant_id=session.tenant_id,
-            session_id=session.id,
-            start_id=session.window_start_id,
-            limit=None if limit < 0 else limit + 1,
-        )
+        user_message = window[-1]
         memory_lines: list[str] = []
         if self._memory is not None:
             scope_key = (session.user_key or "") if settings.scope_by_user else ""
@@ -107,7 +104,7 @@ class RequestBuilder:
             request.messages, counts, fixed_tokens=fixed, budget=self._settings.budget
         )
         if not fitted.dropped:
-            return BuiltRequest(request, window, None, fitted.tokens_after)
+            return BuiltRequest(request, None, fitted.tokens_after)
         compacted = dataclasses.replace(
             request,
             system=request.system + "\n" + COMPACTION_NOTICE + "\n",
@@ -119,7 +116,7 @@ class RequestBuilder:
             tokens_after=fitted.tokens_after,
             dropped_messages=fitted.dropped,
         )
-        return BuiltRequest(compacted, window, event, fitted.tokens_after)
+        return BuiltRequest(compacted, event, fitted.tokens_after)
 
     def _count(self, stored: StoredMessage, sent: RequestMessage) -> int:
         # Counts stored at write time spare a re-count of the whole window every turn.

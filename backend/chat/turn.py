@@ -8,6 +8,7 @@ stored as a message; every turn ends with exactly one `TurnCompleted` or `TurnFa
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import time
 from collections.abc import AsyncIterator
@@ -30,7 +31,6 @@ from backend.domain.ids import new_turn_id
 from backend.domain.messages import Session, StoredMessage, Usage, UserInput
 from backend.errors import Conflict, EmptyReply, TallyError, TurnCancelled
 from backend.storage.messages import MessageRepository
-from backend.storage.sessions import SessionRepository
 from backend.storage.tool_conversations import ToolConversationRepository
 from backend.storage.usage import UsageDay
 from backend.tenancy.quotas import TokenQuota
@@ -45,6 +45,7 @@ class TurnRequest:
     session_id: str
     user_input: UserInput
     idempotency_key: str | None = None
+    stream: bool = True  # whether the client watches tokens arrive
 
 
 class TurnHandle:
@@ -57,6 +58,7 @@ class TurnHandle:
         self._queue: asyncio.Queue[TurnEvent] = asyncio.Queue()
         self._llm_task: asyncio.Task[None] | None = None
         self.is_cancel_requested = False
+        self._is_finished = False
 
     def log_fields(self) -> dict[str, str]:
         """Ids for structured logs; never message text."""
@@ -72,12 +74,15 @@ class TurnHandle:
         if self._llm_task is not None:
             self._llm_task.cancel()
 
+    async def next_event(self) -> TurnEvent:
+        event = await self._queue.get()
+        self._is_finished = isinstance(event, TurnCompleted | TurnFailed)
+        return event
+
     async def events(self) -> AsyncIterator[TurnEvent]:
-        while True:
-            event = await self._queue.get()
-            yield event
-            if isinstance(event, TurnCompleted | TurnFailed):
-                return
+        """The events still to come, until the final one (none after it was taken)."""
+        while not self._is_finished:
+            yield await self.next_event()
 
     async def result(self) -> TurnCompleted | TurnFailed:
         async for event in self.events():
@@ -93,14 +98,12 @@ class TurnRunner:
     def __init__(
         self,
         *,
-        sessions: SessionRepository,
         messages: MessageRepository,
         tool_conversations: ToolConversationRepository,
         locks: SessionLocks,
         runtimes: RuntimeRegistry,
         token_quota: TokenQuota,
     ) -> None:
-        self._sessions = sessions
         self._messages = messages
         self._tool_conversations = tool_conversations
         self._locks = locks
@@ -151,10 +154,12 @@ class TurnRunner:
 
     async def _run_locked(self, handle: TurnHandle) -> None:
         request = handle.request
-        session = await self._sessions.get(
-            tenant_id=request.tenant_id, session_id=request.session_id
-        )
         runtime = await self._runtimes.get(request.tenant_id)
+        session, window = await self._messages.session_with_window(
+            tenant_id=request.tenant_id,
+            session_id=request.session_id,
+            limit=runtime.builder.window_limit,
+        )
         await self._token_quota.check(
             request.tenant_id, per_day=runtime.settings.quotas.tokens_per_day
         )
@@ -169,7 +174,9 @@ class TurnRunner:
         if handle.is_cancel_requested:
             raise TurnCancelled("the turn was cancelled before the model was called")
         outcome = LoopOutcome()
-        error, window = await self._call_model(handle, runtime, session, user_message, outcome)
+        if not window or window[-1].id != user_message.id:  # a resumed turn is stored already
+            window.append(user_message)
+        error = await self._call_model(handle, runtime, session, window, outcome)
         reply = await self._finish(handle, runtime, session, user_message, outcome, error)
         if runtime.overflow is not None and reply is not None:
             runtime.overflow.after_turn(session, [*window, reply])
@@ -235,13 +242,13 @@ class TurnRunner:
         handle: TurnHandle,
         runtime: TenantRuntime,
         session: Session,
-        user_message: StoredMessage,
+        window: list[StoredMessage],
         outcome: LoopOutcome,
-    ) -> tuple[TallyError | None, list[StoredMessage]]:
-        """Run the tool loop as a cancellable subtask; return the error that ended it, if any,
-        and the stored window the request was compiled from."""
+    ) -> TallyError | None:
+        """Run the tool loop as a cancellable subtask; return the error that ended it, if any."""
         request = handle.request
-        built = await runtime.builder.build(session, user_message)
+        user_message = window[-1]
+        built = await runtime.builder.build(session, window)
         if built.compaction is not None:
             handle.emit(built.compaction)
             handle.emit(TextDelta(COMPACTION_NOTE + "\n\n"))
@@ -260,7 +267,7 @@ class TurnRunner:
         async def stream() -> None:
             async for event in run_tool_loop(
                 runtime.provider,
-                built.request,
+                dataclasses.replace(built.request, stream=request.stream),
                 tools=runtime.tools,
                 context=context,
                 max_iterations=runtime.settings.tools.max_tool_iterations,
@@ -273,17 +280,17 @@ class TurnRunner:
         try:
             await handle._llm_task
         except TallyError as exc:
-            return exc, built.window
+            return exc
         except asyncio.CancelledError:
             current = asyncio.current_task()
             if current is not None and current.cancelling():
                 raise  # the server is stopping, not the user
-            return TurnCancelled("the turn was cancelled"), built.window
+            return TurnCancelled("the turn was cancelled")
         finally:
             handle._llm_task = None
         if not outcome.tool_calls:  # one model call: its reported prompt size is comparable
             runtime.counter.calibrate(built.estimated_tokens, outcome.usage.prompt_tokens)
-        return None, built.window
+        return None
 
     async def _finish(
         self,
@@ -306,6 +313,7 @@ class TurnRunner:
                 content=reply,
                 status="complete" if is_complete else "incomplete",
                 token_count=runtime.counter.count(reply),
+                has_tool_calls=bool(outcome.tool_calls),
                 usage=UsageDay(
                     session.tenant_id,
                     datetime.now(UTC).date(),

@@ -40,4 +40,5 @@ class ChatRequest:
     max_output_tokens: int = 4096
     temperature: float | None = None
     tool_choice: Literal["auto", "none"] = "auto"
+    stream: bool = True  # False: nobody watches tokens arrive; an adapter may ask for one reply
     extra: dict[str, object] = field(default_factory=dict)

@@ -27,6 +27,7 @@ from anthropic.types import (
     RawMessageStreamEvent,
     TextBlock,
     TextBlockParam,
+    ToolChoiceParam,
     ToolParam,
     ToolResultBlockParam,
     ToolUseBlock,
@@ -113,6 +114,7 @@ class AnthropicProvider:
                 system=request.system or omit,
                 messages=compile_messages(request.messages, provider=self.name),
                 tools=[_tool_spec(tool) for tool in request.tools] if request.tools else omit,
+                tool_choice=_tool_choice(request) if request.tools else omit,
                 stream=True,
                 extra_body=_extra_body(request),
             )
@@ -215,6 +217,14 @@ def _image_block(image: ImagePart, *, provider: str) -> ImageBlockParam:
 def _tool_use_block(call: ToolCall) -> ToolUseBlockParam:
     # A malformed call has no usable input; the tool result already tells the model why.
     return {"type": "tool_use", "id": call.id, "name": call.name, "input": dict(call.arguments)}
+
+
+def _tool_choice(request: ChatRequest) -> ToolChoiceParam:
+    # "none": the last call of a tool loop answers in text; the tools stay declared because
+    # the history holds tool blocks.
+    if request.tool_choice == "none":
+        return {"type": "none"}
+    return {"type": "auto"}
 
 
 def _tool_spec(tool: ToolSpec) -> ToolParam:

@@ -9,15 +9,18 @@ from __future__ import annotations
 import json
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
+from typing import Any
 
 import httpx2
 import openai
 from openai import omit
 from openai.types.chat import (
+    ChatCompletion,
     ChatCompletionAssistantMessageParam,
     ChatCompletionChunk,
     ChatCompletionContentPartParam,
     ChatCompletionFunctionToolParam,
+    ChatCompletionMessage,
     ChatCompletionMessageFunctionToolCallParam,
     ChatCompletionMessageParam,
     ChatCompletionToolMessageParam,
@@ -66,25 +69,33 @@ class OpenAICompatibleProvider:
     async def stream(self, request: ChatRequest) -> AsyncIterator[ProviderEvent]:
         reply = _ReplyAssembly(self.name)
         has_response = False
+        common: dict[str, Any] = {
+            "model": request.model,
+            "messages": compile_messages(request),
+            "max_tokens": request.max_output_tokens,
+            "tools": [_tool_spec(tool) for tool in request.tools] if request.tools else omit,
+            "tool_choice": request.tool_choice if request.tools else omit,
+            "temperature": omit if request.temperature is None else request.temperature,
+            "extra_body": dict(request.extra) or None,  # vendor-specific knobs from the config
+        }
         try:
-            chunks = await self._client.chat.completions.create(
-                model=request.model,
-                messages=compile_messages(request),
-                stream=True,
-                stream_options={"include_usage": True},
-                max_tokens=request.max_output_tokens,
-                tools=[_tool_spec(tool) for tool in request.tools] if request.tools else omit,
-                temperature=omit if request.temperature is None else request.temperature,
-                extra_body=dict(request.extra) or None,  # vendor-specific knobs from the config
-            )
-            has_response = True
-            async with chunks:
-                async for chunk in chunks:
-                    for event in reply.feed(chunk):
-                        yield event
+            if not request.stream:  # nobody watches tokens arrive: one parse, not one per chunk
+                completion = await self._client.chat.completions.create(**common)
+                has_response = True
+                events = reply.feed_completion(completion)
+            else:
+                chunks = await self._client.chat.completions.create(
+                    **common, stream=True, stream_options={"include_usage": True}
+                )
+                has_response = True
+                events = []
+                async with chunks:
+                    async for chunk in chunks:
+                        for event in reply.feed(chunk):
+                            yield event
         except (openai.OpenAIError, httpx2.HTTPError, json.JSONDecodeError) as exc:
             raise map_error(self.name, exc, has_response=has_response) from exc
-        for event in reply.finish():
+        for event in [*events, *reply.finish()]:
             yield event
 
     async def aclose(self) -> None:
@@ -217,6 +228,27 @@ class _ReplyAssembly:
                 self.finish_reason = choice.finish_reason
         return events
 
+    def feed_completion(self, completion: ChatCompletion) -> list[ProviderEvent]:
+        """A whole (non-streamed) completion, as the events its stream would have given."""
+        if completion.usage is not None:
+            self.usage = Usage(completion.usage.prompt_tokens, completion.usage.completion_tokens)
+        events: list[ProviderEvent] = []
+        for choice in completion.choices[:1]:
+            message = choice.message
+            reasoning = _reasoning_text(message)
+            if reasoning:
+                events.append(ThinkingDelta(reasoning))
+            if message.content:
+                self.has_text = True
+                events.append(TextDelta(message.content))
+            for index, call in enumerate(message.tool_calls or ()):
+                if call.type == "function":
+                    pending = _PendingToolCall(call.id, call.function.name)
+                    pending.arguments.append(call.function.arguments)
+                    self.tool_calls[index] = pending
+            self.finish_reason = choice.finish_reason
+        return events
+
     def _delta(self, delta: ChoiceDelta) -> list[ProviderEvent]:
         events: list[ProviderEvent] = []
         reasoning = _reasoning_text(delta)
@@ -255,7 +287,7 @@ class _ReplyAssembly:
         return events
 
 
-def _reasoning_text(delta: ChoiceDelta) -> str:
+def _reasoning_text(delta: ChoiceDelta | ChatCompletionMessage) -> str:
     extra = delta.model_extra or {}
     for name in REASONING_FIELDS:
         value = extra.get(name)

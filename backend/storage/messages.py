@@ -13,8 +13,16 @@ from typing import Any
 from sqlalchemy import Row, case, select, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from backend.domain.messages import ImagePart, MessageStatus, Role, StoredMessage, UserInput
+from backend.domain.messages import (
+    ImagePart,
+    MessageStatus,
+    Role,
+    Session,
+    StoredMessage,
+    UserInput,
+)
 from backend.storage.database import Database
+from backend.storage.sessions import SessionRepository
 from backend.storage.tables import messages, sessions, tool_conversations
 from backend.storage.usage import UsageDay, add_usage
 
@@ -72,15 +80,16 @@ async def insert_message(
             created_at=now,
         )
     )
-    touched: dict[str, object] = {"updated_at": now}
-    if role == "user":  # an untitled session takes its first message as its title
-        title = " ".join(content.split())[:60]
-        touched["title"] = case((sessions.c.title == "", title), else_=sessions.c.title)
-    await conn.execute(
-        update(sessions)
-        .where(sessions.c.tenant_id == tenant_id, sessions.c.id == session_id)
-        .values(**touched)
-    )
+    if role == "user":  # a session is as recent as its last message from the user
+        title = " ".join(content.split())[:60]  # an untitled session takes its first message
+        await conn.execute(
+            update(sessions)
+            .where(sessions.c.tenant_id == tenant_id, sessions.c.id == session_id)
+            .values(
+                updated_at=now,
+                title=case((sessions.c.title == "", title), else_=sessions.c.title),
+            )
+        )
     (message_id,) = result.inserted_primary_key or (0,)
     return StoredMessage(
         id=int(message_id),
@@ -197,6 +206,7 @@ class MessageRepository:
         status: MessageStatus,
         token_count: int | None = None,
         usage: UsageDay | None = None,
+        has_tool_calls: bool = True,
     ) -> StoredMessage:
         """Store the turn's assistant reply, link the turn's tool conversations to it and
         account its usage: one transaction."""
@@ -213,10 +223,28 @@ class MessageRepository:
                 status=status,
                 token_count=token_count,
             )
-            await link_tool_conversations(
-                conn, tenant_id=tenant_id, turn_id=turn_id, message_id=reply.id
-            )
+            if has_tool_calls:
+                await link_tool_conversations(
+                    conn, tenant_id=tenant_id, turn_id=turn_id, message_id=reply.id
+                )
             return reply
+
+    async def session_with_window(
+        self, *, tenant_id: str, session_id: str, limit: int | None
+    ) -> tuple[Session, list[StoredMessage]]:
+        """A session and the newest `limit` messages of its window, in one read."""
+        async with self._db.read() as conn:
+            session = await SessionRepository.get_in(
+                conn, tenant_id=tenant_id, session_id=session_id
+            )
+            window = await window_messages(
+                conn,
+                tenant_id=tenant_id,
+                session_id=session_id,
+                start_id=session.window_start_id,
+                limit=limit,
+            )
+            return session, window
 
     async def window(
         self, *, tenant_id: str, session_id: str, start_id: int, limit: int | None

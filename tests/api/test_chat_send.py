@@ -306,3 +306,13 @@ async def test_window_sends_at_most_max_history_messages_even_while_summaries_fa
             await client.post("/api/chat/send", json={"session_id": session_id, "message": f"m{i}"})
     last = provider.requests[-1]
     assert [m.content for m in last.messages] == ["m2", "r", "m3", "r", "m4"]
+
+
+async def test_a_stream_that_cannot_start_is_an_http_error(settings: Settings) -> None:
+    async with serve(create_app(settings, provider=ScriptedProvider())) as client:
+        response = await client.post(
+            "/api/chat/send", json={"session_id": "nope", "message": "hi", "stream": True}
+        )
+    assert response.status_code == 404
+    assert response.headers["content-type"].startswith("application/json")
+    assert response.json()["error"]["code"] == "session_not_found"
