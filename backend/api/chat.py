@@ -94,6 +94,8 @@ async def send(
         usage=UsagePublic(
             prompt_tokens=end.usage.prompt_tokens, completion_tokens=end.usage.completion_tokens
         ),
+        context_tokens=end.context_tokens,
+        context_budget=end.context_budget,
     )
 
 

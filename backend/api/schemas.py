@@ -118,6 +118,8 @@ class SendResponse(BaseModel):
     assistant_message_id: int
     tool_calls: list[ToolCallPublic]
     usage: UsagePublic
+    context_tokens: int = Field(description="the request's size in tokens")
+    context_budget: int = Field(description="the model's context window minus its reply")
 
 
 class CancelResponse(BaseModel):

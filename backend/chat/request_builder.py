@@ -54,6 +54,10 @@ class RequestBuilder:
         self._clock = clock
 
     @property
+    def budget_tokens(self) -> int:
+        return self._settings.budget.tokens
+
+    @property
     def window_limit(self) -> int | None:
         """How many stored messages a request may carry besides the new one."""
         limit = self._settings.persona.max_history_messages

@@ -43,6 +43,7 @@ class LoopOutcome:
     usage: Usage = field(default_factory=Usage)
     tool_calls: list[ToolCallRecord] = field(default_factory=list)
     is_complete: bool = False
+    context_tokens: int = 0
 
     @property
     def reply(self) -> str:

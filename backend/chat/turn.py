@@ -249,6 +249,7 @@ class TurnRunner:
         request = handle.request
         user_message = window[-1]
         built = await runtime.builder.build(session, window)
+        outcome.context_tokens = built.estimated_tokens
         if built.compaction is not None:
             handle.emit(built.compaction)
             handle.emit(TextDelta(COMPACTION_NOTE + "\n\n"))
@@ -332,6 +333,8 @@ class TurnRunner:
                     reply=reply,
                     usage=outcome.usage,
                     tool_calls=tuple(outcome.tool_calls),
+                    context_tokens=outcome.context_tokens,
+                    context_budget=runtime.builder.budget_tokens,
                 )
             )
             return stored

@@ -108,6 +108,8 @@ class TurnCompleted:
     reply: str
     usage: Usage
     tool_calls: tuple[ToolCallRecord, ...] = field(default_factory=tuple)
+    context_tokens: int = 0  # the request's size, for a context gauge
+    context_budget: int = 0  # context window minus the reply's maximum
 
 
 TurnEvent = (
