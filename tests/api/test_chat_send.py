@@ -41,7 +41,7 @@ async def test_send_answers_and_stores_user_and_reply(settings: Settings) -> Non
         assert body["reply"] == "Hello there!"
         assert body["tool_calls"] == []
         assert body["user_message_id"] < body["assistant_message_id"]
-    assert 0 < body["context_tokens"] < body["context_budget"] == 128_000 - 4096
+        assert 0 < body["context_tokens"] < body["context_budget"] == 128_000 - 4096
         stored = await messages_of(client, body["session_id"])
     assert [(m["role"], m["content"], m["status"]) for m in stored] == [
         ("user", "hi", "complete"),
