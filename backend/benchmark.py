@@ -17,48 +17,26 @@ from __future__ import annotations
 
 import json
 import os
-import platform
 import shutil
 import signal
 import socket
-import statistics
 import subprocess
 import sys
 import tempfile
 import time
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from pathlib import Path
 from types import FrameType
 from typing import Any
 
+from backend.bench_report import SEED_MESSAGES, build_report, progress, render
+from backend.prompt_bench import measure_prompt_build
 from backend.settings import Settings
 
 ROOT = Path(__file__).resolve().parent.parent
 BENCH = ROOT / "bench"
 OUT = BENCH / "out" / "latest.json"
 HOST = "127.0.0.1"  # loopback only: every URL is built from this
-SEED_MESSAGES = 10_000
-MEDIAN_METRICS = (
-    "turns_per_s",
-    "p50_ms",
-    "p99_ms",
-    "cpu_ms_per_turn",
-    "peak_rss_mb",
-    "llm_calls_per_turn",
-    "prompt_kb_per_call",
-    "drain_s",
-    "driver_cpu_util",
-    "first_turn_cpu_ms",  # seeded scenarios: the unmeasured first turn, drain included
-    "first_turn_llm_calls",
-)
-RATIO_METRICS = {
-    "turns_per_s": "turns/s",
-    "p50_ms": "p50",
-    "p99_ms": "p99",
-    "cpu_ms_per_turn": "CPU ms/turn",
-    "peak_rss_mb": "peak RSS",
-}
 
 
 @dataclass(frozen=True, slots=True)
@@ -118,7 +96,7 @@ def run_benchmark(settings: Settings, *, is_quick: bool) -> int:
                 for name in names if pairs % 2 else names[::-1]:
                     run = procs.measure(name, scenario, up_url, floor_dir)
                     runs.append({"repeat": repeat + 1, **run})
-                    print(_progress(runs[-1]), file=sys.stderr, flush=True)
+                    print(progress(runs[-1]), file=sys.stderr, flush=True)
     except KeyboardInterrupt:
         print("tally bench: interrupted", file=sys.stderr)
         return 130
@@ -129,6 +107,7 @@ def run_benchmark(settings: Settings, *, is_quick: bool) -> int:
         procs.stop_all()
         signal.signal(signal.SIGTERM, previous)
     report = build_report(runs, is_quick=is_quick, pinned=pin, repeats=repeats)
+    report["prompt_build"] = measure_prompt_build()
     print(render(report))
     OUT.parent.mkdir(parents=True, exist_ok=True)
     OUT.write_text(json.dumps(report, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
@@ -276,126 +255,3 @@ def free_port() -> int:
 
 
 # ---- the report ------------------------------------------------------------------------------
-
-
-def build_report(
-    runs: list[dict[str, Any]], *, is_quick: bool, pinned: bool, repeats: int
-) -> dict[str, Any]:
-    results = [
-        _median(runs, key) for key in dict.fromkeys((r["target"], r["scenario"]) for r in runs)
-    ]
-
-    def find(target: str, scenario: str) -> dict[str, Any] | None:
-        return next(
-            (r for r in results if (r["target"], r["scenario"]) == (target, scenario)), None
-        )
-
-    growth = {}
-    for name in ("tally", "floor"):
-        a, c = find(name, "a"), find(name, "c")
-        if a and c:
-            growth[name] = _ratio(c["cpu_ms_per_turn"], a["cpu_ms_per_turn"])
-    ratios = []
-    for key in ("a", "b", "c"):
-        tally, floor = find("tally", key), find("floor", key)
-        if tally and floor:
-            values = {m: _ratio(tally[m], floor[m]) for m in RATIO_METRICS}
-            ratios.append({"scenario": key, "label": tally["label"], **values})
-    return {
-        "date_utc": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
-        "machine": machine(),
-        "quick": is_quick,
-        "pinned": pinned,
-        "repeats": repeats,
-        "results": results,
-        "overhead_growth": growth,
-        "tally_vs_floor": ratios,
-        "runs": runs,
-    }
-
-
-def _median(runs: list[dict[str, Any]], key: tuple[str, str]) -> dict[str, Any]:
-    mine = [r for r in runs if (r["target"], r["scenario"]) == key]
-    merged = {k: mine[0][k] for k in ("target", "scenario", "label")}
-    for metric in MEDIAN_METRICS:
-        values = [r[metric] for r in mine if r.get(metric) is not None]
-        merged[metric] = round(statistics.median(values), 3) if values else None
-    for count in ("turns", "ok", "failed"):
-        merged[count] = sum(r[count] for r in mine)
-    merged["errors"] = [e for r in mine for e in r["errors"]][:5]
-    return merged
-
-
-def _ratio(x: float | None, y: float | None) -> float | None:
-    return round(x / y, 2) if x is not None and y else None
-
-
-def machine() -> dict[str, Any]:
-    cpu = "unknown"
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as f:
-            cpu = next(ln.split(":", 1)[1].strip() for ln in f if ln.startswith("model name"))
-    except (OSError, StopIteration):
-        pass
-    return {
-        "cores": os.cpu_count(),
-        "cpu": cpu,
-        "python": platform.python_version(),
-        "os": f"{platform.system()} {platform.release()}",
-    }
-
-
-def _fmt(value: float | None, digits: int = 1, suffix: str = "") -> str:
-    return "–" if value is None else f"{value:,.{digits}f}{suffix}"
-
-
-def _progress(r: dict[str, Any]) -> str:
-    return (
-        f"  {r['target']:5} {r['label']:36} {r['turns_per_s']:6.1f} turns/s, "
-        f"CPU {_fmt(r['cpu_ms_per_turn'])} ms/turn, {r['failed']} failed"
-    )
-
-
-def render(report: dict[str, Any]) -> str:
-    m = report["machine"]
-    placement = "server on CPU 0, upstream and driver on CPU 1" if report["pinned"] else "unpinned"
-    medians = f", medians of {report['repeats']} runs" if report["repeats"] > 1 else ""
-    lines = [
-        f"## tally bench, {report['date_utc']}{' (quick)' if report['quick'] else ''}",
-        "",
-        f"{m['cores']} cores ({m['cpu']}), Python {m['python']}, {m['os']}; {placement}{medians}.",
-        "",
-        "| scenario | target | turns/s | p50 ms | p99 ms | CPU ms/turn | peak RSS MB | failed "
-        "| LLM calls/turn | prompt KB/call |",
-        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|",
-    ]
-    for r in report["results"]:
-        lines.append(
-            f"| {r['label']} | {r['target']} | {_fmt(r['turns_per_s'])} | {_fmt(r['p50_ms'])} "
-            f"| {_fmt(r['p99_ms'])} | {_fmt(r['cpu_ms_per_turn'])} | {_fmt(r['peak_rss_mb'])} "
-            f"| {r['failed']} of {r['turns']} | {_fmt(r['llm_calls_per_turn'], 3)} "
-            f"| {_fmt(r['prompt_kb_per_call'], 2)} |"
-        )
-    lines += ["", "CPU ms/turn is the figure to compare: turns/s and latency also move with load."]
-    growth = ", ".join(f"{k} {_fmt(v, 2, '×')}" for k, v in report["overhead_growth"].items())
-    lines += [f"Overhead growth (CPU ms/turn with {SEED_MESSAGES:,} messages ÷ a): {growth}"]
-    first = [r for r in report["results"] if r["first_turn_cpu_ms"] is not None]
-    if first:
-        costs = ", ".join(
-            f"{r['target']}{' SSE' if r['scenario'].endswith('sse') else ''} "
-            f"{_fmt(r['first_turn_cpu_ms'], 0)} ms CPU and {_fmt(r['first_turn_llm_calls'], 0)} "
-            "LLM calls"
-            for r in first
-        )
-        lines += [f"First turn after seeding (unmeasured, one-off work on the history): {costs}"]
-    if report["tally_vs_floor"]:
-        lines += ["", "Tally ÷ floor, same run:", ""]
-        lines += ["| scenario | " + " | ".join(RATIO_METRICS.values()) + " |"]
-        lines += ["|---" + "|---:" * len(RATIO_METRICS) + "|"]
-        for q in report["tally_vs_floor"]:
-            cells = " | ".join(_fmt(q[metric], 2, "×") for metric in RATIO_METRICS)
-            lines.append(f"| {q['label']} | {cells} |")
-    errors = [f"{r['target']} {r['scenario']}: {e}" for r in report["results"] for e in r["errors"]]
-    if errors:
-        lines += ["", "First failures:", *(f"- {e}" for e in errors[:10])]
-    return "\n".join(lines)
