@@ -11,6 +11,7 @@ import dataclasses
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 
+from backend.chat.budget import repair_tool_pairing
 from backend.domain.events import (
     Finished,
     RetryScheduled,
@@ -66,7 +67,7 @@ async def run_tool_loop(
         is_last = iteration == max_iterations
         step_request = dataclasses.replace(
             request,
-            messages=tuple(messages),
+            messages=tuple(repair_tool_pairing(messages)),
             # Tools stay declared (Anthropic requires it once tool blocks are in the history);
             # the last call only forbids using them.
             tool_choice="none" if is_last else request.tool_choice,
