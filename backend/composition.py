@@ -52,11 +52,11 @@ ADMIN_KEY_ENV = "TALLY_ADMIN_KEY"
 DEMO_MODEL = ModelSettings(provider="demo", name="tally-demo")
 
 
-def choose_provider(settings: Settings) -> tuple[ChatProvider, ModelSettings, bool]:
-    """The configured model's provider chain, or the demo provider when no key is set."""
+def choose_model(settings: Settings) -> tuple[ModelSettings, bool]:
+    """The configured model, or the demo model (and True) when its key is not set."""
     model = settings.model
     if model is None:
-        return ScriptedProvider(name="demo"), DEMO_MODEL, True
+        return DEMO_MODEL, True
     provider_settings = settings.providers[model.provider]
     if provider_settings.api_key_env and not provider_settings.api_key():
         log.warning(
@@ -64,7 +64,15 @@ def choose_provider(settings: Settings) -> tuple[ChatProvider, ModelSettings, bo
             provider_settings.api_key_env,
             model.name,
         )
-        return ScriptedProvider(name="demo"), DEMO_MODEL, True
+        return DEMO_MODEL, True
+    return model, False
+
+
+def choose_provider(settings: Settings) -> tuple[ChatProvider, ModelSettings, bool]:
+    """The configured model's provider chain, or the demo provider when no key is set."""
+    model, is_demo = choose_model(settings)
+    if is_demo:
+        return ScriptedProvider(name="demo"), model, True
     return build_chat_provider(settings.providers, model), model, False
 
 
@@ -100,7 +108,6 @@ async def build_services(
     resume unfinished summaries; close them all after. `provider` and `summarizer_provider`
     replace the configured models for every tenant (tests and embedding)."""
     prompts = PromptRenderer(settings.prompts_dir)
-    prompts.check(settings.persona.system_template)
     database = Database(settings.database.url)
     try:
         await migrate(database)
@@ -147,6 +154,8 @@ async def build_services(
                 token_quota=TokenQuota(usage),
             ),
         )
+        for tenant_id in settings.tenants:  # a tenant's broken template stops start-up
+            await runtimes.check(tenant_id, {})
         if database.is_sqlite:  # one process per database: leases left are a crash's
             await factory.jobs.release_leases()
         await _resume_summaries(factory.jobs, runtimes)
@@ -188,17 +197,12 @@ class RuntimeFactory:
     summarizer_provider: ChatProvider | None
 
     def runtime(self, settings: Settings) -> TenantRuntime:
-        self.prompts.check(settings.persona.system_template)
-        owned: list[ChatProvider] = []
+        """Build a tenant's runtime; ConfigError (before any client opens) if its settings
+        cannot work, e.g. a system template that does not render."""
         if self.provider is not None:
-            provider, model, is_demo = self.provider, settings.model or DEMO_MODEL, False
+            model, is_demo = settings.model or DEMO_MODEL, False
         else:
-            provider, model, is_demo = choose_provider(settings)
-            owned.append(provider)
-        summarizer, own_providers = build_summarizer(
-            settings, self.summarizer_provider or provider, model, self.prompts
-        )
-        owned += own_providers
+            model, is_demo = choose_model(settings)
         counter = TokenCounter(model.name)
         budget = Budget(
             context_window=model.context_window,
@@ -207,6 +211,21 @@ class RuntimeFactory:
             emergency_ratio=settings.compaction.emergency_ratio,
         )
         tools = self._tools(settings)
+        builder = self._builder(settings, model, tools, counter, budget)
+        builder.check_template()
+        owned: list[ChatProvider] = []
+        provider = self.provider
+        if provider is None:
+            provider = (
+                ScriptedProvider(name="demo")
+                if is_demo
+                else (build_chat_provider(settings.providers, model))
+            )
+            owned.append(provider)
+        summarizer, own_providers = build_summarizer(
+            settings, self.summarizer_provider or provider, model, self.prompts
+        )
+        owned += own_providers
         # The demo provider would "summarize" into its own canned text: no memory from it.
         overflow = None if is_demo else self._overflow_worker(settings, summarizer, budget)
         return TenantRuntime(
@@ -214,7 +233,7 @@ class RuntimeFactory:
             model=model,
             provider=provider,
             is_demo=is_demo,
-            builder=self._builder(settings, model, tools, counter, budget),
+            builder=builder,
             tools=tools,
             counter=counter,
             overflow=overflow,

@@ -4,11 +4,12 @@ own tenant). Another tenant's id answers exactly like an id that does not exist.
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from typing import Any
 
 from fastapi import APIRouter, Response
 
 from backend.api.auth import AdminDep, Forbidden
-from backend.api.deps import ServicesDep
+from backend.api.deps import Services, ServicesDep
 from backend.api.schemas import (
     KeyCreate,
     KeyCreated,
@@ -19,6 +20,7 @@ from backend.api.schemas import (
     TenantPublic,
     TenantUpdate,
 )
+from backend.errors import ConfigError, InvalidInput
 from backend.storage.tenants import ApiKeyRecord, Tenant, TenantNotFound
 from backend.tenancy.admin import check_overrides, create_key, create_tenant
 from backend.tenancy.keys import Principal
@@ -59,11 +61,21 @@ def _own_tenant(admin: Principal, tenant_id: str) -> None:
         raise TenantNotFound(f"tenant {tenant_id!r} does not exist")
 
 
+async def _check_runtime(services: Services, tenant_id: str, overrides: dict[str, Any]) -> None:
+    """Refuse settings the tenant's runtime could not run with (a template that fails)."""
+    check_overrides(services.settings, tenant_id, overrides)
+    try:
+        await services.runtimes.check(tenant_id, overrides)
+    except ConfigError as exc:
+        raise InvalidInput(exc.message, code="invalid_settings") from exc
+
+
 @router.post("/tenants", status_code=201)
 async def create_tenant_route(
     body: TenantCreate, services: ServicesDep, admin: AdminDep
 ) -> TenantPublic:
     _require_operator(admin)
+    await _check_runtime(services, body.id, body.settings)
     tenant = await create_tenant(
         services.tenants,
         services.settings,
@@ -92,7 +104,7 @@ async def update_tenant(
     if body.name is not None:
         values["name"] = body.name
     if body.settings is not None:
-        check_overrides(services.settings, tenant_id, body.settings)
+        await _check_runtime(services, tenant_id, body.settings)
         values["settings"] = body.settings
     if body.disabled is not None:
         values["disabled_at"] = datetime.now(UTC) if body.disabled else None

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from jinja2 import FileSystemLoader, StrictUndefined, TemplateError
+from jinja2 import FileSystemLoader, StrictUndefined, TemplateError, TemplateNotFound
 from jinja2.sandbox import SandboxedEnvironment
 
 from backend.errors import ConfigError
@@ -24,12 +24,15 @@ class PromptRenderer:
             auto_reload=False,
         )
 
-    def check(self, name: str) -> None:
-        """Fail at start-up, not at the first turn, when a template is missing or broken."""
+    def check(self, name: str, **sample: object) -> None:
+        """Render `name` with sample values: a missing, broken or mismatched template fails
+        here (at start-up, or when a tenant's settings change), not at a user's turn."""
         try:
-            self._env.get_template(name)
+            self._env.get_template(name).render(**sample)
+        except TemplateNotFound as exc:
+            raise ConfigError(f"prompt template {name!r}: no such file in prompts/") from exc
         except TemplateError as exc:
-            raise ConfigError(f"prompt template {name!r}: {exc}") from exc
+            raise ConfigError(f"prompt template {name!r}: {exc.message or exc}") from exc
 
     def render(self, name: str, **variables: object) -> str:
         return self._env.get_template(name).render(**variables).strip() + "\n"

@@ -83,18 +83,32 @@ class RequestBuilder:
         )
         return self._fit(request, window)
 
-    def _render_system(self, session: Session, memory_lines: list[str]) -> str:
-        settings = self._settings
-        return self._prompts.render(
-            settings.persona.system_template,
-            persona=settings.persona,
-            now=self._clock().isoformat(timespec="seconds"),
-            channel=session.channel,
-            model=settings.model.name,
-            tools=[spec.name for spec in self._tools.specs],
-            memory=memory_lines,
-            summary=session.summary,
+    def check_template(self) -> None:
+        """Render the system template once with sample values (ConfigError if it fails)."""
+        self._prompts.check(
+            self._settings.persona.system_template,
+            **self._system_variables("api", ["2026-01-01|manual|a sample fact"], "A summary."),
         )
+
+    def _render_system(self, session: Session, memory_lines: list[str]) -> str:
+        return self._prompts.render(
+            self._settings.persona.system_template,
+            **self._system_variables(session.channel, memory_lines, session.summary),
+        )
+
+    def _system_variables(
+        self, channel: str, memory_lines: list[str], summary: str
+    ) -> dict[str, object]:
+        settings = self._settings
+        return {
+            "persona": settings.persona,
+            "now": self._clock().isoformat(timespec="seconds"),
+            "channel": channel,
+            "model": settings.model.name,
+            "tools": [spec.name for spec in self._tools.specs],
+            "memory": memory_lines,
+            "summary": summary,
+        }
 
     def _fit(self, request: ChatRequest, window: list[StoredMessage]) -> BuiltRequest:
         """Apply the emergency budget: drop the oldest turns from the request, not storage."""

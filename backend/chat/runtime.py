@@ -81,6 +81,11 @@ class RuntimeRegistry:
             self._runtimes[tenant_id] = (fingerprint, time.monotonic(), runtime)
             return runtime
 
+    async def check(self, tenant_id: str, overrides: dict[str, Any]) -> None:
+        """Build (and close) the runtime `overrides` would give: ConfigError if it cannot
+        work, so a bad change is refused instead of breaking the tenant's next request."""
+        await self._build(self._effective(tenant_id, overrides)).aclose()
+
     def invalidate(self, tenant_id: str) -> None:
         cached = self._runtimes.get(tenant_id)
         if cached is not None:
