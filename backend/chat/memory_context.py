@@ -3,9 +3,13 @@ recent, within a token budget. Provenance is stripped: the model needs the fact,
 
 from __future__ import annotations
 
+import logging
+
 from backend.chat.tokens import TokenCounter
-from backend.memory.base import MemoryStore
+from backend.memory.base import MemoryStore, MemoryUnavailable
 from backend.memory.entries import MemoryEntry, format_line
+
+log = logging.getLogger(__name__)
 
 
 class MemoryContext:
@@ -25,15 +29,24 @@ class MemoryContext:
         self._recent = recent
 
     async def lines(self, *, tenant_id: str, scope_key: str, query: str) -> list[str]:
-        """Prompt lines `date|source|content`, relevant ones first, then recent, in budget."""
+        """Prompt lines `date|source|content`, relevant ones first, then recent, in budget.
+
+        Memory that cannot be read leaves the prompt without it: the user still gets a reply.
+        """
         if self._budget_tokens <= 0:
             return []
-        relevant = await self.store.search(
-            tenant_id=tenant_id, scope_key=scope_key, query=query, limit=self._relevant
-        )
-        recent = await self.store.recent(
-            tenant_id=tenant_id, scope_key=scope_key, limit=self._recent
-        )
+        try:
+            relevant = await self.store.search(
+                tenant_id=tenant_id, scope_key=scope_key, query=query, limit=self._relevant
+            )
+            recent = await self.store.recent(
+                tenant_id=tenant_id, scope_key=scope_key, limit=self._recent
+            )
+        except MemoryUnavailable as exc:
+            log.warning(
+                "memory left out of the prompt: %s", exc.message, extra={"tenant": tenant_id}
+            )
+            return []
         chosen: dict[str, MemoryEntry] = {}
         for entry in [*relevant, *reversed(recent)]:
             chosen.setdefault(entry.id, entry)

@@ -185,3 +185,40 @@ async def test_nothing_to_record_evicts_with_no_memory_line(
     assert session["window_start_id"] == job.next_start_id > 0
     assert session["summary"] == "闲聊。"
     assert memory["entries"] == []
+
+
+async def test_a_memory_write_that_fails_evicts_nothing_until_it_succeeds(
+    database_url: str, tmp_path: Path
+) -> None:
+    blocker = tmp_path / "memory-dir"
+    blocker.write_text("a file where the memory folder should be", encoding="utf-8")
+    settings = make_settings(
+        database_url,
+        tmp_path,
+        persona={"max_history_messages": 20},
+        memory={"path": str(blocker / "MEMORY.md"), "overflow_batch": 10, "retry_base_s": 0.3},
+    )
+    summarizer = ScriptedProvider(replies=[GOOD_SUMMARY])
+    app = create_app(
+        settings, provider=ScriptedProvider(replies=["ok"]), summarizer_provider=summarizer
+    )
+    async with serve(app) as client:
+        session_id = (await client.post("/api/chat/sessions", json={})).json()["id"]
+        await run_until_overflow(client, session_id)
+        for _ in range(300):  # until the memory write has failed once
+            jobs = await journal(app)
+            if jobs and jobs[0].attempts >= 1:
+                break
+            await asyncio.sleep(0.01)
+        failed = (await client.get(f"/api/chat/sessions/{session_id}")).json()
+        blocker.unlink()  # the disk is writable again
+        blocker.mkdir()
+        await app.state.services.runtimes.wait_idle()
+        recovered = (await client.get(f"/api/chat/sessions/{session_id}")).json()
+        (job,) = await journal(app)
+    assert jobs[0].status == "summarized" and "memory" in jobs[0].last_error
+    assert failed["window_start_id"] == 0 and failed["summary"] == ""
+    assert job.status == "done" and recovered["window_start_id"] == job.next_start_id
+    (entry,) = parse_document((blocker / "MEMORY.md").read_text(encoding="utf-8")).entries
+    assert entry.content == "the user likes tea"
+    assert len(summarizer.requests) == 1  # the saved summary was reused, not asked for again
