@@ -117,6 +117,8 @@ export const api = {
   saveMemory: (content) => json("PUT", "/api/memory", { content }),
   memoryEntries: (q) => json("GET", `/api/memory/entries${query({ q })}`),
   deleteMemoryEntry: (id) => json("DELETE", `/api/memory/entries/${enc(id)}`),
+  /** Undo the compaction that wrote an `auto-overflow` entry; answers `{session_id}`. */
+  revertMemoryEntry: (id) => json("POST", `/api/memory/entries/${enc(id)}/revert`),
 
   /**
    * Start a turn and yield its events. A refusal before the stream starts throws ApiError;

@@ -5,6 +5,7 @@ import { api, apiKey, onUnauthorized, setApiKey } from "./api.js";
 import { SignIn } from "./auth.js";
 import { Composer } from "./composer.js";
 import { icon, setText, toast } from "./dom.js";
+import { ContextGauge } from "./gauge.js";
 import { applyI18n, language, onLanguageChange, setLanguage } from "./i18n.js";
 import { MemoryPanel } from "./memory.js";
 import { editInline, SessionList } from "./sessions.js";
@@ -19,11 +20,12 @@ const state = {
   session: null,
   isDemo: false,
   turns: new Map(), // session id → the turn streaming in it
+  contexts: new Map(), // session id → {tokens, budget} of its last completed turn
 };
 
 const thread = new Thread($("messages"));
 const composer = new Composer($("composer"), {
-  onSend: (text) => send(text),
+  onSend: (text, images) => send(text, null, images),
   onStop: () => stop(),
 });
 const sessions = new SessionList($("session-list"), $("session-search"), {
@@ -32,7 +34,11 @@ const sessions = new SessionList($("session-list"), $("session-search"), {
     if (id === state.sessionId) location.hash = "#/";
   },
 });
-const memory = new MemoryPanel($("memory-panel"), $("memory-button"), $("backdrop"));
+const memory = new MemoryPanel($("memory-panel"), $("memory-button"), $("backdrop"), {
+  titleOf: (id) => sessions.sessions.find((session) => session.id === id)?.title || null,
+  onReverted: (id) => reloadSession(id),
+});
+const gauge = new ContextGauge($("context-gauge"));
 const signIn = new SignIn($("auth"), { onSignedIn: () => boot() });
 onUnauthorized(() => signIn.show());
 
@@ -80,7 +86,10 @@ $("theme-toggle").addEventListener("click", () => {
 });
 
 $("lang-toggle").addEventListener("click", () => setLanguage(language() === "zh" ? "en" : "zh"));
-onLanguageChange(() => sessions.render());
+onLanguageChange(() => {
+  sessions.render();
+  gauge.render();
+});
 
 function openSidebar() {
   document.body.classList.add("sidebar-open");
@@ -91,6 +100,7 @@ function closeSidebar() {
 }
 
 $("menu-button").addEventListener("click", openSidebar);
+$("memory-button").addEventListener("click", closeSidebar); // the panel opens over the chat
 $("sidebar-close").addEventListener("click", closeSidebar);
 $("sidebar-scrim").addEventListener("click", closeSidebar);
 $("new-chat").addEventListener("click", () => {
@@ -125,6 +135,7 @@ async function openRoute() {
   state.session = null;
   sessions.setActive(id);
   showTitle(null);
+  gauge.show(state.contexts.get(id) ?? null);
   updateComposer();
   if (!id) {
     thread.empty((text) => send(text));
@@ -160,6 +171,20 @@ function reattachTurn(sessionId) {
   thread.scrollToBottom();
 }
 
+/** Draw an open session again from the server (a memory revert gave it messages back). */
+async function reloadSession(sessionId) {
+  await sessions.refresh().catch(() => {});
+  if (state.sessionId !== sessionId || state.turns.has(sessionId)) return;
+  try {
+    const session = await api.getSession(sessionId);
+    if (state.sessionId !== sessionId) return;
+    state.session = session;
+    await thread.show(session, { isDemo: state.isDemo });
+  } catch {
+    // the next navigation reloads it
+  }
+}
+
 window.addEventListener("hashchange", openRoute);
 
 // ---- sending ---------------------------------------------------------------------------------
@@ -188,10 +213,14 @@ async function ensureSession(text) {
   return session.id;
 }
 
-/** Send `text` and stream the reply. `retryOf`: a failed turn sent again. */
-async function send(rawText, retryOf = null) {
+/**
+ * Send `text` (and `images`, as message parts) and stream the reply. `retryOf`: a failed turn
+ * sent again, with its own text and images.
+ */
+async function send(rawText, retryOf = null, images = []) {
   const text = rawText.trim();
-  if (!text || state.turns.has(state.sessionId)) return;
+  const pictures = retryOf?.images ?? images;
+  if ((!text && !pictures.length) || state.turns.has(state.sessionId)) return;
   let sessionId;
   try {
     sessionId = await ensureSession(text);
@@ -199,7 +228,7 @@ async function send(rawText, retryOf = null) {
     toast({ raw: `${err.code ?? "error"}: ${err.message}` }, { isError: true });
     return; // the composer still holds the text
   }
-  const turn = new Turn({ sessionId, text, isDemo: state.isDemo, retryOf });
+  const turn = new Turn({ sessionId, text, images: pictures, isDemo: state.isDemo, retryOf });
   if (!turn.userEl.isConnected) thread.append(turn.userEl);
   thread.append(turn.view.el);
   thread.scrollToBottom();
@@ -207,7 +236,7 @@ async function send(rawText, retryOf = null) {
   updateComposer();
   await turn.run({
     // Stored: the box can let go of the text (if it is still this session's box).
-    onStarted: () => state.sessionId === sessionId && composer.clearIf(text),
+    onStarted: () => state.sessionId === sessionId && composer.clearIf(text, pictures),
     onEvent: (apply) => {
       const isFollowing = state.sessionId === sessionId && thread.isNearBottom;
       apply();
@@ -220,6 +249,8 @@ async function send(rawText, retryOf = null) {
     },
   });
   state.turns.delete(sessionId);
+  if (turn.context) state.contexts.set(sessionId, turn.context);
+  if (state.sessionId === sessionId) gauge.show(state.contexts.get(sessionId) ?? null);
   updateComposer();
   afterTurn(sessionId);
 }
@@ -275,6 +306,10 @@ async function boot() {
     await Promise.all([sessions.refresh(), memory.probe()]);
   } catch (err) {
     if (err.status === 401) return; // the sign-in form is up; it boots again
+    if (err.status === 403 && apiKey()) {
+      signIn.show("keyForbidden"); // the operator's key manages tenants but has none to chat in
+      return;
+    }
     toast({ raw: `${err.code}: ${err.message}` }, { isError: true });
   }
   state.sessionId = undefined;

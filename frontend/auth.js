@@ -1,5 +1,6 @@
-// Sign-in with an API key, shown when the server answers 401. The key lives in
-// sessionStorage (this tab only) and goes out as `Authorization: Bearer <key>`.
+// Sign-in with an API key, shown when the server answers 401 (or 403 to the operator's key,
+// which has no tenant to chat in). The key lives in sessionStorage (this tab only) and goes
+// out as `Authorization: Bearer <key>`.
 
 import { apiKey, setApiKey } from "./api.js";
 import { setText } from "./dom.js";
@@ -22,13 +23,16 @@ export class SignIn {
     });
   }
 
-  /** Ask for a key; after a key was tried and refused, say so. */
-  show() {
+  /**
+   * Ask for a key; after a key was tried and refused, say so (`problem`: the text key that
+   * says why, `keyRejected` unless given).
+   */
+  show(problem = "keyRejected") {
     if (!this.overlay.hidden) return;
     const wasRefused = this.hasTried && apiKey();
     setApiKey(null);
     this.problem.hidden = !wasRefused;
-    if (wasRefused) setText(this.problem, "keyRejected");
+    if (wasRefused) setText(this.problem, problem);
     this.overlay.hidden = false;
     this.input.value = "";
     this.input.focus();

@@ -1,18 +1,27 @@
 // The message box: Enter sends, Shift+Enter starts a new line, Escape stops a running reply.
-// Its text is cleared only once the server has stored the message, so a failed send keeps it.
+// Its text and images are cleared only once the server has stored the message, so a failed
+// send keeps them.
 
+import { Attachments } from "./attachments.js";
 import { autosize, setAttrs } from "./dom.js";
 
 export class Composer {
+  /** `onSend(text, images)`: `images` are the attached images' message parts. */
   constructor(form, { onSend, onStop }) {
     this.form = form;
     this.input = form.querySelector("textarea");
     this.sendButton = form.querySelector(".send-btn");
     this.stopButton = form.querySelector(".stop-btn");
     this.isBusy = false;
+    this.attachments = new Attachments(
+      form.querySelector(".attachments"),
+      form.querySelector(".attach-input"),
+      form.querySelector(".attach-btn"),
+      { onChange: () => this.update() },
+    );
     form.addEventListener("submit", (event) => {
       event.preventDefault();
-      if (!this.isBusy && this.input.value.trim()) onSend(this.input.value);
+      if (!this.isBusy && this.hasContent) onSend(this.input.value, this.attachments.parts);
     });
     this.input.addEventListener("keydown", (event) => {
       // During IME composition (Chinese input) Enter picks a candidate; it must not send.
@@ -37,9 +46,14 @@ export class Composer {
     this.update();
   }
 
-  /** Clear the box, unless the reader has already typed something else. */
-  clearIf(sentText) {
+  get hasContent() {
+    return Boolean(this.input.value.trim()) || this.attachments.count > 0;
+  }
+
+  /** Clear the box, unless the reader has already typed or attached something else. */
+  clearIf(sentText, sentImages = []) {
     if (this.input.value.trim() === sentText.trim()) this.value = "";
+    this.attachments.clearIf(sentImages);
   }
 
   focus() {
@@ -60,7 +74,7 @@ export class Composer {
 
   update() {
     autosize(this.input);
-    this.sendButton.disabled = !this.input.value.trim();
+    this.sendButton.disabled = !this.hasContent;
   }
 
   setPlaceholder(key) {

@@ -35,11 +35,13 @@ export function setText(el, spec) {
   el.textContent = t(key, vars);
 }
 
-export function setAttrs(el, attrs) {
+/** Translated attributes ({attr: key}) that follow language changes; `vars` fill them in. */
+export function setAttrs(el, attrs, vars = undefined) {
   el.dataset.i18nAttr = Object.entries(attrs)
     .map(([attr, key]) => `${attr}:${key}`)
     .join(";");
-  for (const [attr, key] of Object.entries(attrs)) el.setAttribute(attr, t(key));
+  if (vars) el.dataset.i18nAttrVars = JSON.stringify(vars);
+  for (const [attr, key] of Object.entries(attrs)) el.setAttribute(attr, t(key, vars));
 }
 
 export function append(el, children) {
@@ -86,6 +88,9 @@ const ICONS = {
   ],
   info: [circle(12, 12, 10), "M12 16v-4M12 8h.01"],
   image: ["M3 5h18v14H3z", circle(8.5, 9.5, 1.5), "m21 15-5-5L5 19"],
+  layers: ["m12 3 9 5-9 5-9-5 9-5Z", "m3 13 9 5 9-5"],
+  undo: ["M9 14 4 9l5-5", "M4 9h10.5a5.5 5.5 0 0 1 0 11H11"],
+  chat: ["M21 12a8 8 0 0 1-11.6 7.1L3 21l1.9-6.4A8 8 0 1 1 21 12Z"],
 };
 
 export function icon(name, className = "icon") {

@@ -22,6 +22,12 @@ const STRINGS = {
     hint: "Enter to send · Shift+Enter for a new line",
     send: "Send",
     stop: "Stop",
+    attach: "Attach images",
+    removeImage: "Remove image",
+    imageType: "{name} is not a PNG, JPEG, GIF or WebP image.",
+    imageTooLarge: "{name} is larger than 5 MB.",
+    imageUnreadable: "{name} could not be read.",
+    tooManyImages: "At most {n} images per message.",
     thinking: "Thinking",
     thinkingLive: "Thinking…",
     toolArguments: "Arguments",
@@ -38,7 +44,14 @@ const STRINGS = {
     retry: "Retry",
     retryAfter: "You can retry in {s} s.",
     retrying: "Provider busy ({reason}); retrying in {s} s (attempt {n})…",
-    compaction: "{n} older messages left the memory window; the summary above now covers them.",
+    compacted: "Earlier messages were compacted to fit the context",
+    compactedTokens: "{before} → {after} tokens",
+    compactedHint:
+      "Older messages were left out of this request to fit the model's context window. They are still saved.",
+    compactedHintCount:
+      "{n} older messages were left out of this request to fit the model's context window. They are still saved.",
+    contextGauge:
+      "Context: {used} of {budget} tokens ({percent}%) in the last request. Older messages are summarized from {normal}% and left out from {emergency}%.",
     interrupted: "The connection closed before the reply finished.",
     networkError: "Cannot reach the Tally server.",
     degraded: "The server's database is unavailable; chats cannot be saved right now.",
@@ -65,12 +78,24 @@ const STRINGS = {
     memoryEmpty: "Nothing remembered yet.",
     memoryEditRaw: "Edit as text",
     memorySaved: "Memory saved",
-    memoryFrom: "From a conversation (messages {first}–{last})",
+    memoryFrom: "From a conversation · messages #{first}–#{last}",
+    memoryFromTitled: "From “{title}” · messages #{first}–#{last}",
+    memoryEditEntry: "Edit entry",
+    memoryEntryLabel: "Memory entry",
+    memoryEntryChanged: "This entry changed in the meantime; the list has been refreshed.",
+    memorySaveFailed: "Could not save",
+    memoryRevert: "Revert",
+    memoryRevertHint: "Undo the compaction that wrote this entry",
+    memoryRevertConfirm:
+      "Undo this compaction? The entry is removed and messages #{first}–#{last} return to the conversation.",
+    memoryReverted: "Compaction reverted: the messages are back in the conversation.",
+    memoryRevertFailed: "Could not revert",
     signInTitle: "Sign in to Tally",
     signInPrompt: "This server needs an API key. It is kept only for this browser tab.",
     apiKey: "API key",
     signIn: "Sign in",
     keyRejected: "That key was not accepted.",
+    keyForbidden: "That is the operator key. Sign in with a tenant's key to chat.",
     signOut: "Sign out",
     themeToggle: "Switch light/dark theme",
     langToggle: "中文",
@@ -101,6 +126,12 @@ const STRINGS = {
     hint: "Enter 发送 · Shift+Enter 换行",
     send: "发送",
     stop: "停止",
+    attach: "添加图片",
+    removeImage: "移除图片",
+    imageType: "{name} 不是 PNG、JPEG、GIF 或 WebP 图片。",
+    imageTooLarge: "{name} 超过 5 MB。",
+    imageUnreadable: "无法读取 {name}。",
+    tooManyImages: "每条消息最多 {n} 张图片。",
     thinking: "思考过程",
     thinkingLive: "正在思考…",
     toolArguments: "参数",
@@ -117,7 +148,13 @@ const STRINGS = {
     retry: "重试",
     retryAfter: "{s} 秒后可重试。",
     retrying: "服务繁忙（{reason}），{s} 秒后重试（第 {n} 次）…",
-    compaction: "{n} 条较早的消息已移出记忆窗口，由上方的摘要代替。",
+    compacted: "较早的消息已被压缩，以适应上下文窗口",
+    compactedTokens: "{before} → {after} 个 token",
+    compactedHint: "为适应模型的上下文窗口，本次请求省略了较早的消息。这些消息仍然保存着。",
+    compactedHintCount:
+      "为适应模型的上下文窗口，本次请求省略了 {n} 条较早的消息。这些消息仍然保存着。",
+    contextGauge:
+      "上下文：上一次请求用了 {used} / {budget} 个 token（{percent}%）。超过 {normal}% 时较早的消息会被摘要，超过 {emergency}% 时会被省略。",
     interrupted: "回复完成前连接已断开。",
     networkError: "无法连接 Tally 服务器。",
     degraded: "服务器数据库不可用，暂时无法保存对话。",
@@ -144,12 +181,23 @@ const STRINGS = {
     memoryEmpty: "还没有记住任何内容。",
     memoryEditRaw: "以文本编辑",
     memorySaved: "记忆已保存",
-    memoryFrom: "来自一段对话（消息 {first}–{last}）",
+    memoryFrom: "来自一段对话 · 消息 #{first}–#{last}",
+    memoryFromTitled: "来自“{title}” · 消息 #{first}–#{last}",
+    memoryEditEntry: "编辑条目",
+    memoryEntryLabel: "记忆条目",
+    memoryEntryChanged: "该条目已被修改，列表已刷新。",
+    memorySaveFailed: "无法保存",
+    memoryRevert: "撤销",
+    memoryRevertHint: "撤销写入此条目的那次压缩",
+    memoryRevertConfirm: "撤销这次压缩？此条目将被删除，消息 #{first}–#{last} 会回到对话中。",
+    memoryReverted: "已撤销压缩：这些消息已回到对话中。",
+    memoryRevertFailed: "无法撤销",
     signInTitle: "登录 Tally",
     signInPrompt: "此服务器需要 API 密钥。密钥只保存在当前浏览器标签页中。",
     apiKey: "API 密钥",
     signIn: "登录",
     keyRejected: "密钥无效。",
+    keyForbidden: "这是运维管理员密钥。请使用租户的密钥登录来聊天。",
     signOut: "退出登录",
     themeToggle: "切换浅色/深色主题",
     langToggle: "English",
@@ -195,9 +243,10 @@ export function applyI18n(root = document) {
     el.textContent = t(el.dataset.i18n, vars);
   }
   for (const el of root.querySelectorAll("[data-i18n-attr]")) {
+    const vars = el.dataset.i18nAttrVars ? JSON.parse(el.dataset.i18nAttrVars) : {};
     for (const pair of el.dataset.i18nAttr.split(";")) {
       const [attr, key] = pair.split(":");
-      el.setAttribute(attr, t(key));
+      el.setAttribute(attr, t(key, vars));
     }
   }
 }

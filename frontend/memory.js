@@ -1,25 +1,35 @@
 // The long-term memory panel. It appears only when the server has a memory API
-// (`GET /api/memory`); a 404 keeps it hidden.
+// (`GET /api/memory`); a 404 keeps it hidden. Each entry is a MemoryEntryView.
 
 import { api } from "./api.js";
-import { autosize, h, icon, toast } from "./dom.js";
+import { autosize, h, toast } from "./dom.js";
+import { MemoryEntryView } from "./memory_entry.js";
 
 export class MemoryPanel {
-  constructor(panel, openButton, backdrop) {
+  /**
+   * `titleOf(sessionId)`: a conversation's title, if known; `onReverted(sessionId)`: a revert
+   * gave that conversation its messages back.
+   */
+  constructor(panel, openButton, backdrop, { titleOf = () => null, onReverted = () => {} } = {}) {
     this.panel = panel;
     this.openButton = openButton;
     this.backdrop = backdrop;
     this.list = panel.querySelector(".memory-list");
     this.search = panel.querySelector(".memory-search");
     this.editor = panel.querySelector(".memory-editor");
-    this.content = "";
+    this.entryActions = {
+      titleOf,
+      onReverted,
+      onChanged: () => this.refresh(),
+      onOpenSession: () => this.close(),
+    };
     openButton.addEventListener("click", () => this.open());
     panel.querySelector(".memory-close").addEventListener("click", () => this.close());
     panel.querySelector(".memory-edit").addEventListener("click", () => this.editRaw());
     let timer = 0;
     this.search.addEventListener("input", () => {
       clearTimeout(timer);
-      timer = setTimeout(() => this.find(this.search.value.trim()), 200);
+      timer = setTimeout(() => this.refresh(), 200);
     });
   }
 
@@ -33,8 +43,7 @@ export class MemoryPanel {
     }
   }
 
-  show({ content = "", entries = [] }) {
-    this.content = content;
+  show({ entries = [] }) {
     this.drawEntries([...entries].reverse()); // newest first
   }
 
@@ -44,49 +53,15 @@ export class MemoryPanel {
       return;
     }
     this.list.replaceChildren(
-      ...entries.map((entry) =>
-        h(
-          "div",
-          { class: "memory-entry" },
-          h(
-            "div",
-            { class: "memory-meta" },
-            h("span", {}, entry.date ?? ""),
-            h("span", { class: "pill" }, entry.source ?? ""),
-            h(
-              "button",
-              {
-                type: "button",
-                class: "icon-btn small danger",
-                tAttrs: { title: "delete", "aria-label": "delete" },
-                onclick: () => this.remove(entry.id),
-              },
-              icon("trash"),
-            ),
-          ),
-          h("p", {}, entry.content ?? ""),
-          this.provenance(entry.provenance),
-        ),
-      ),
+      ...entries.map((entry) => new MemoryEntryView(entry, this.entryActions).el),
     );
-  }
-
-  /** Where a compacted entry came from: a link to its conversation. */
-  provenance(origin) {
-    if (!origin?.session_id) return null;
-    const vars = { first: origin.first_message_id, last: origin.last_message_id };
-    return h("a", {
-      class: "memory-provenance",
-      href: `#/s/${encodeURIComponent(origin.session_id)}`,
-      t: ["memoryFrom", vars],
-      onclick: () => this.close(),
-    });
   }
 
   async open() {
     this.panel.hidden = false;
     this.backdrop.hidden = false;
     this.backdrop.onclick = () => this.close();
+    this.search.value = "";
     await this.probe();
   }
 
@@ -96,27 +71,27 @@ export class MemoryPanel {
     this.editor.replaceChildren();
   }
 
-  async find(query) {
+  /** Redraw the list: every entry, or those matching the search box (best first). */
+  async refresh() {
+    const query = this.search.value.trim();
     try {
-      const result = query ? await api.memoryEntries(query) : await api.memory();
-      this.drawEntries(result.entries ?? []);
+      if (query) this.drawEntries((await api.memoryEntries(query)).entries ?? []);
+      else this.show(await api.memory());
     } catch (err) {
       toast({ raw: `${err.code}: ${err.message}` }, { isError: true });
     }
   }
 
-  async remove(id) {
+  async editRaw() {
+    let content;
     try {
-      await api.deleteMemoryEntry(id);
-      await this.find(this.search.value.trim());
+      ({ content } = await api.memory());
     } catch (err) {
       toast({ raw: `${err.code}: ${err.message}` }, { isError: true });
+      return;
     }
-  }
-
-  editRaw() {
     const area = h("textarea", { class: "memory-text", rows: 10, spellcheck: "false" });
-    area.value = this.content;
+    area.value = content;
     const form = h(
       "form",
       { class: "summary-form" },
@@ -142,7 +117,7 @@ export class MemoryPanel {
         await api.saveMemory(area.value);
         this.editor.replaceChildren();
         toast("memorySaved");
-        await this.probe();
+        await this.refresh();
       } catch (err) {
         toast({ raw: `${err.code}: ${err.message}` }, { isError: true });
       }

@@ -1,9 +1,14 @@
 // One assistant reply on the page: streamed text (rendered as Markdown), thinking, tool cards,
-// notices and the error that ended it. Stored replies are drawn with the same view.
+// notices, the compaction marker and the error that ended it. Stored replies are drawn with the
+// same view.
 
-import { copyButton, h, icon, setText } from "./dom.js";
-import { formatTime } from "./i18n.js";
+import { copyButton, h, icon, setAttrs, setText } from "./dom.js";
+import { formatTime, locale } from "./i18n.js";
 import { renderMarkdown } from "./markdown.js";
+
+/** The server starts a reply with this note when its request was compacted (emergency). */
+export const COMPACTION_NOTE =
+  "_(Earlier messages were compacted to fit the model's context window.)_";
 
 /** A tool call as a card: name, arguments, result and duration. */
 export class ToolCard {
@@ -96,6 +101,9 @@ export class ReplyView {
     this.cards = new Map();
     this.texts = [];
     this.frame = 0;
+    this.head = ""; // the reply's first words, held until they are known not to be the note
+    this.isTrimming = false; // drop the blank lines that follow the note
+    this.marker = null;
   }
 
   /** Draw a stored message (and the tool calls of its turn) as a finished reply. */
@@ -128,7 +136,64 @@ export class ReplyView {
     this.thinkingBody.textContent += text;
   }
 
-  text(text) {
+  /**
+   * Mark the reply as answered from a compacted request: a divider above it, with the token
+   * counts of the `compaction` event when there is one (a stored reply only has the note).
+   */
+  compaction(data = null) {
+    const number = new Intl.NumberFormat(locale());
+    const counts =
+      data &&
+      h("span", {
+        class: "compaction-tokens",
+        dataset: { testid: "compaction-tokens" },
+        t: [
+          "compactedTokens",
+          { before: number.format(data.tokens_before), after: number.format(data.tokens_after) },
+        ],
+      });
+    const marker = h(
+      "div",
+      { class: "compaction-marker", role: "note", dataset: { testid: "compaction-marker" } },
+      h(
+        "span",
+        { class: "compaction-label" },
+        icon("layers"),
+        h("span", { class: "compaction-text" }, h("span", { t: "compacted" }), counts),
+      ),
+    );
+    if (data?.dropped_messages) {
+      setAttrs(marker, { title: "compactedHintCount" }, { n: data.dropped_messages });
+    } else setAttrs(marker, { title: "compactedHint" });
+    this.marker?.remove();
+    this.marker = marker;
+    this.el.prepend(marker);
+  }
+
+  /** What of `chunk` is reply text: the compaction note at the start becomes the marker. */
+  takeText(chunk) {
+    let text = chunk;
+    if (this.head !== null) {
+      this.head += chunk;
+      const isMaybeNote = this.head.length < COMPACTION_NOTE.length;
+      if (isMaybeNote && COMPACTION_NOTE.startsWith(this.head)) return "";
+      const head = this.head;
+      this.head = null;
+      if (!head.startsWith(COMPACTION_NOTE)) return head;
+      if (!this.marker) this.compaction();
+      this.isTrimming = true;
+      text = head.slice(COMPACTION_NOTE.length);
+    }
+    if (this.isTrimming) {
+      text = text.trimStart();
+      this.isTrimming = !text;
+    }
+    return text;
+  }
+
+  text(chunk) {
+    const text = this.takeText(chunk);
+    if (!text) return;
     if (!this.segment) {
       this.segment = { source: "", el: h("div", { class: "md" }) };
       this.texts.push(this.segment);
@@ -159,6 +224,9 @@ export class ReplyView {
   }
 
   closeSegment() {
+    const held = this.head;
+    this.head = null; // only the reply's first words can be the note
+    if (held) this.text(held);
     this.render({ hasCaret: false });
     this.segment = null;
   }

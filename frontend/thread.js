@@ -31,7 +31,7 @@ export function userMessage({ id, turn_id: turnId, content, images = [], created
       "div",
       { class: "msg-body" },
       pictures.length ? h("div", { class: "msg-images" }, pictures) : null,
-      h("div", { class: "bubble" }, content),
+      content || !pictures.length ? h("div", { class: "bubble" }, content) : null,
       h(
         "div",
         { class: "msg-foot" },

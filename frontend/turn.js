@@ -2,6 +2,7 @@
 // drawn into a ReplyView, a stop that cancels it, and a retry that resumes it.
 
 import { api, ApiError, newRequestId } from "./api.js";
+import { contextReading } from "./gauge.js";
 import { t } from "./i18n.js";
 import { ReplyView } from "./reply.js";
 import { userMessage } from "./thread.js";
@@ -13,16 +14,18 @@ export class Turn {
    * `retryOf`: a failed turn sent again. It reuses that turn's Idempotency-Key, so the server
    * resumes the stored user message instead of adding a second one.
    */
-  constructor({ sessionId, text, isDemo, retryOf = null }) {
+  constructor({ sessionId, text, images = [], isDemo, retryOf = null }) {
     this.sessionId = sessionId;
     this.text = text;
+    this.images = retryOf?.images ?? images; // image parts: {type: "image", media_type, data}
     this.key = retryOf?.key ?? newRequestId();
-    this.userEl = retryOf?.userEl ?? userMessage({ content: text });
+    this.userEl = retryOf?.userEl ?? userMessage({ content: text, images: this.images });
     this.view = new ReplyView({ isDemo });
     this.controller = new AbortController();
     this.turnId = null;
     this.isStarted = false; // the server has stored the user message
     this.isStopping = false;
+    this.context = null; // {tokens, budget} of the request, once the turn completed
   }
 
   /**
@@ -38,7 +41,7 @@ export class Turn {
     try {
       const events = api.streamTurn({
         sessionId: this.sessionId,
-        message: this.text,
+        message: this.message,
         idempotencyKey: this.key,
         signal: this.controller.signal,
       });
@@ -59,6 +62,13 @@ export class Turn {
     } finally {
       clearTimeout(this.abortTimer);
     }
+  }
+
+  /** The `message` of the send request: its text, or content parts when images go with it. */
+  get message() {
+    if (this.images.length === 0) return this.text;
+    const text = this.text ? [{ type: "text", text: this.text }] : [];
+    return [...text, ...this.images];
   }
 
   /** Draw one streamed event; true when it ended the turn. */
@@ -92,7 +102,7 @@ export class Turn {
         ]);
         return false;
       case "compaction":
-        view.notice("note", ["compaction", { n: data.dropped_messages }]);
+        view.compaction(data);
         return false;
       case "error":
         this.fail(data);
@@ -100,6 +110,7 @@ export class Turn {
       case "turn.completed":
         view.el.dataset.id = data.assistant_message_id;
         view.settle("complete");
+        this.context = contextReading(data);
         return true;
       default:
         return false; // an event this page does not know yet

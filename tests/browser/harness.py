@@ -12,7 +12,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 import httpx
 import pytest
@@ -135,11 +135,22 @@ async def wait_for_reply(page: Page, status: str = "complete") -> None:
 
 @asynccontextmanager
 async def running_tally(
-    browser: Browser, tmp_path: Path, provider: ChatProvider | None
+    browser: Browser,
+    tmp_path: Path,
+    provider: ChatProvider | None,
+    *,
+    summarizer: ChatProvider | None = None,
+    **settings_overrides: Any,
 ) -> AsyncIterator[Tally]:
-    """Serve Tally (migrated SQLite file under `tmp_path`); `provider=None` means the demo."""
-    settings = make_settings(f"sqlite+aiosqlite:///{tmp_path / 't.db'}", tmp_path)
-    app = create_app(settings, provider=provider)
+    """Serve Tally (migrated SQLite file under `tmp_path`); `provider=None` means the demo.
+
+    `summarizer` answers the overflow summaries (by default the chat provider does);
+    `settings_overrides` are settings sections, as in `make_settings`.
+    """
+    settings = make_settings(
+        f"sqlite+aiosqlite:///{tmp_path / 't.db'}", tmp_path, **settings_overrides
+    )
+    app = create_app(settings, provider=provider, summarizer_provider=summarizer)
     shots = tmp_path / "screenshots"
     shots.mkdir()
     async with serve(app) as client:

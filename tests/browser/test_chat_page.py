@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import base64
 import os
 import shutil
+import struct
+import zlib
 from datetime import datetime
 from pathlib import Path
 from zoneinfo import ZoneInfo
@@ -37,6 +40,23 @@ def now_in(zone: str) -> str:
 - Pass any IANA name, such as `Europe/Paris`.
 
 That is all it takes."""
+
+
+def png(width: int, height: int) -> bytes:
+    """A small gradient picture, encoded by hand (no imaging library needed)."""
+    rows = b"".join(
+        b"\x00" + bytes(c for x in range(width) for c in (x * 255 // width, 150, y * 255 // height))
+        for y in range(height)
+    )
+
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        checksum = struct.pack(">I", zlib.crc32(kind + data))
+        return struct.pack(">I", len(data)) + kind + data + checksum
+
+    header = struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0)  # 8-bit RGB
+    return b"\x89PNG\r\n\x1a\n" + b"".join(
+        [chunk(b"IHDR", header), chunk(b"IDAT", zlib.compress(rows)), chunk(b"IEND", b"")]
+    )
 
 
 def save_readme_screenshot(path: Path) -> None:
@@ -183,3 +203,42 @@ async def test_model_output_cannot_run_script_or_inject_markup(
             await page.reload()
             await wait_for_reply(page)
     await tally.screenshot(page, "sanitized")
+
+
+async def test_attached_image_is_sent_and_shown_in_the_message(
+    tally: Tally, provider: ScriptedProvider
+) -> None:
+    provider.push("A gradient: green at the top left, turning pink and blue.")
+    picture = png(120, 80)
+    encoded = base64.b64encode(picture).decode()
+    page = await tally.open_page()
+
+    await page.get_by_test_id("attach-input").set_input_files(
+        [
+            {"name": "gradient.png", "mimeType": "image/png", "buffer": picture},
+            {"name": "huge.png", "mimeType": "image/png", "buffer": bytes(5 * 1024 * 1024 + 1)},
+            {"name": "notes.txt", "mimeType": "text/plain", "buffer": b"not a picture"},
+        ]
+    )
+    await expect(page.get_by_test_id("attachment")).to_have_count(1)  # the others refused
+    await expect(page.locator(".toast.is-error")).to_have_text(
+        ["huge.png is larger than 5 MB.", "notes.txt is not a PNG, JPEG, GIF or WebP image."]
+    )
+    await page.get_by_test_id("input").fill("What is in this picture?")
+    await tally.screenshot(page, "image-attached")
+
+    await page.get_by_test_id("input").press("Enter")
+    await wait_for_reply(page)
+    shown = page.get_by_test_id("user-message").locator("img.msg-image")
+    await expect(shown).to_have_attribute("src", f"data:image/png;base64,{encoded}")
+    await expect(page.get_by_test_id("attachment")).to_have_count(0)  # sent: the box let go
+    sent = provider.requests[-1].messages[-1]
+    assert [(i.media_type, i.data) for i in sent.images] == [("image/png", encoded)]
+    assert sent.content == "What is in this picture?"
+
+    await page.reload()
+    await expect(page.get_by_test_id("user-message").locator("img.msg-image")).to_have_attribute(
+        "src", f"data:image/png;base64,{encoded}"
+    )
+    await page.mouse.move(0, 0)
+    await tally.screenshot(page, "image-sent")
