@@ -257,8 +257,7 @@ def tenant_settings(base: Settings, tenant_id: str, overrides: dict[str, Any]) -
                 raise ConfigError(f"{source}.{section}.{key}: set by the operator only")
     merged = base.model_dump()
     for section, values in overrides.items():
-        current = merged.get(section) or {}
-        merged[section] = {**current, **values} if section != "model" or current else values
+        merged[section] = {**(merged.get(section) or {}), **values}
     merged["tenants"] = {}
     try:
         return Settings.model_validate(merged)
