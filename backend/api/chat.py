@@ -48,10 +48,15 @@ async def send(
     idempotency_key: IdempotencyKey = None,
 ) -> SendResponse | StreamingResponse | JSONResponse:
     user_input = to_user_input(body.message, max_chars=services.settings.server.max_message_chars)
-    if body.session_id is None:
+    idempotency_key = (idempotency_key or "").strip() or None  # blank means none
+    session_id = body.session_id  # the turn reads it, under its lock: 404 if unknown
+    if session_id is None and idempotency_key is not None:  # a retried first message
+        earlier = await services.messages.by_idempotency_key(
+            tenant_id=tenant_id, idempotency_key=idempotency_key
+        )
+        session_id = earlier[0].session_id if earlier else None
+    if session_id is None:
         session_id = (await services.sessions.create(tenant_id=tenant_id, channel="api")).id
-    else:
-        session_id = body.session_id  # the turn reads it, under its lock: 404 if unknown
     handle = services.turns.start(
         TurnRequest(
             tenant_id=tenant_id,

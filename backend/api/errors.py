@@ -36,6 +36,7 @@ def install_error_handlers(app: FastAPI) -> None:
     app.add_exception_handler(TallyError, _tally_error)
     app.add_exception_handler(RequestValidationError, _validation_error)
     app.add_exception_handler(StarletteHTTPException, _http_error)
+    app.add_exception_handler(Exception, _unexpected)
 
 
 async def _tally_error(_request: Request, exc: Exception) -> JSONResponse:
@@ -63,3 +64,8 @@ async def _http_error(_request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, StarletteHTTPException)
     code = HTTP_CODES.get(exc.status_code, "http_error")
     return error_response(exc.status_code, code, str(exc.detail), dict(exc.headers or {}))
+
+
+async def _unexpected(request: Request, exc: Exception) -> JSONResponse:
+    log.error("unhandled error on %s %s", request.method, request.url.path, exc_info=exc)
+    return error_response(500, "internal_error", "the server failed unexpectedly")

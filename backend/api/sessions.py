@@ -23,6 +23,7 @@ from backend.api.schemas import (
 from backend.domain.messages import Session, StoredMessage
 
 router = APIRouter(prefix="/api/chat/sessions", tags=["sessions"])
+MAX_ID = 2**63 - 1  # ids are 64-bit in both databases
 
 
 def session_public(session: Session) -> SessionPublic:
@@ -65,7 +66,7 @@ async def list_sessions(
     services: ServicesDep,
     tenant_id: TenantDep,
     limit: Annotated[int, Query(ge=1, le=200)] = 50,
-    offset: Annotated[int, Query(ge=0)] = 0,
+    offset: Annotated[int, Query(ge=0, le=MAX_ID)] = 0,
     q: Annotated[str | None, Query(max_length=200)] = None,
 ) -> SessionList:
     sessions, total = await services.sessions.list(
@@ -114,7 +115,7 @@ async def list_messages(
     tenant_id: TenantDep,
     include_archived: bool = False,
     limit: Annotated[int, Query(ge=1, le=500)] = 200,
-    before_id: int | None = None,
+    before_id: Annotated[int | None, Query(ge=1, le=MAX_ID)] = None,
 ) -> MessageList:
     """The window (newest `limit` messages), or all messages with `include_archived=true`."""
     session = await services.sessions.get(tenant_id=tenant_id, session_id=session_id)

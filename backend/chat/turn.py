@@ -44,8 +44,12 @@ class TurnRequest:
     tenant_id: str
     session_id: str
     user_input: UserInput
-    idempotency_key: str | None = None
+    idempotency_key: str | None = None  # blank means none
     stream: bool = True  # whether the client watches tokens arrive
+
+    def __post_init__(self) -> None:
+        key = (self.idempotency_key or "").strip() or None
+        object.__setattr__(self, "idempotency_key", key)
 
 
 class TurnHandle:
@@ -187,10 +191,13 @@ class TurnRunner:
         request = handle.request
         if request.idempotency_key:
             earlier = await self._messages.by_idempotency_key(
-                tenant_id=request.tenant_id,
-                session_id=session.id,
-                idempotency_key=request.idempotency_key,
+                tenant_id=request.tenant_id, idempotency_key=request.idempotency_key
             )
+            if earlier and earlier[0].session_id != session.id:
+                raise Conflict(
+                    "this Idempotency-Key was used for a turn in another session",
+                    code="idempotency_key_reused",
+                )
             if earlier:
                 return await self._replay(handle, earlier)
         return await self._messages.add_user(

@@ -147,14 +147,14 @@ async def window_messages(
 
 
 async def turn_messages(
-    conn: AsyncConnection, *, tenant_id: str, session_id: str, idempotency_key: str
+    conn: AsyncConnection, *, tenant_id: str, idempotency_key: str
 ) -> list[StoredMessage]:
-    """The user message stored under an idempotency key and the reply of its turn, if any."""
+    """The user message stored under an idempotency key (unique per tenant) and the reply of
+    its turn, if any."""
     first = (
         await conn.execute(
             select(messages).where(
                 messages.c.tenant_id == tenant_id,
-                messages.c.session_id == session_id,
                 messages.c.idempotency_key == idempotency_key,
             )
         )
@@ -289,9 +289,7 @@ class MessageRepository:
             )
 
     async def by_idempotency_key(
-        self, *, tenant_id: str, session_id: str, idempotency_key: str
+        self, *, tenant_id: str, idempotency_key: str
     ) -> list[StoredMessage]:
         async with self._db.read() as conn:
-            return await turn_messages(
-                conn, tenant_id=tenant_id, session_id=session_id, idempotency_key=idempotency_key
-            )
+            return await turn_messages(conn, tenant_id=tenant_id, idempotency_key=idempotency_key)

@@ -107,7 +107,9 @@ class TenantRepository:
             return [_tenant(row) for row in rows]
 
     async def update(self, *, tenant_id: str, **values: object) -> Tenant:
-        """Set `name`, `settings` or `disabled_at` of one tenant."""
+        """Set `name`, `settings` or `disabled_at` of one tenant (none: just read it)."""
+        if not values:
+            return await self.get(tenant_id=tenant_id)
         async with self._db.write() as conn:
             result = await conn.execute(
                 update(tenants).where(tenants.c.id == tenant_id).values(**values)

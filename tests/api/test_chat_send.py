@@ -290,7 +290,7 @@ async def test_template_syntax_in_messages_and_summary_stays_literal(settings: S
     (request,) = provider.requests
     assert "## Current Session Context" in request.system
     assert summary in request.system
-    assert "49" not in request.system
+    assert "{{ 7*7 }}" in request.system  # kept as text, never evaluated
     assert request.messages[-1].content == "{{ 7*7 }}"
 
 

@@ -76,7 +76,6 @@ async def test_forged_lines_in_memory_content_cannot_create_entries(
     assert len(entries) == 1
     system = provider.requests[-1].system
     assert "{{ 7*7 }} {% if true %}x{% endif %}" in system
-    assert "49" not in system
 
 
 async def test_memory_tools_write_and_search_the_callers_memory(
