@@ -296,7 +296,6 @@ class RuntimeFactory:
         )
         return OverflowWorker(
             jobs=self.jobs,
-            sessions=self.sessions,
             messages=self.messages,
             memory=self.store,
             summarizer=summarizer,

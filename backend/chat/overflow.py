@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
 
 from backend.chat.failpoints import Failpoints
-from backend.chat.summarizer import Summarizer, SummaryFailed
+from backend.chat.summarizer import Summarizer
 from backend.chat.window import WindowPolicy, plan_eviction
 from backend.domain.messages import Session, StoredMessage
 from backend.errors import SessionNotFound, TallyError
@@ -24,8 +24,7 @@ from backend.memory.base import MemoryStore
 from backend.memory.entries import NewEntry, Provenance
 from backend.metrics import SUMMARIZER_RUNS, TOKENS
 from backend.storage.messages import MessageRepository
-from backend.storage.overflow_jobs import OverflowJob, OverflowJobRepository
-from backend.storage.sessions import SessionRepository
+from backend.storage.overflow_jobs import JobKind, OverflowJob, OverflowJobRepository
 
 log = logging.getLogger(__name__)
 
@@ -62,7 +61,6 @@ class OverflowWorker:
         self,
         *,
         jobs: OverflowJobRepository,
-        sessions: SessionRepository,
         messages: MessageRepository,
         memory: MemoryStore,
         summarizer: Summarizer,
@@ -71,7 +69,6 @@ class OverflowWorker:
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
     ) -> None:
         self._jobs = jobs
-        self._sessions = sessions
         self._messages = messages
         self._memory = memory
         self._summarizer = summarizer
@@ -135,38 +132,46 @@ class OverflowWorker:
             )
 
     async def _plan(self, tenant_id: str, session_id: str) -> OverflowJob | None:
+        """Journal the job the session's window calls for now, if any."""
         try:
-            session = await self._sessions.get(tenant_id=tenant_id, session_id=session_id)
+            session, window = await self._messages.session_with_window(
+                tenant_id=tenant_id, session_id=session_id, limit=None
+            )
         except SessionNotFound:
             return None
-        window = await self._messages.window(
-            tenant_id=tenant_id, session_id=session_id, start_id=session.window_start_id, limit=None
+        due = self._due_range(session, window)
+        if due is None:
+            return None
+        kind, first, last, next_start = due
+        return await self._jobs.create(
+            tenant_id=tenant_id,
+            session_id=session_id,
+            scope_key=(session.user_key or "") if self._policy.scope_by_user else "",
+            kind=kind,
+            first_message_id=first,
+            last_message_id=last,
+            next_start_id=next_start,
+            memory_from_id=max(first, session.memory_watermark_id + 1),
+            previous_summary=session.summary,
         )
-        scope_key = (session.user_key or "") if self._policy.scope_by_user else ""
-        watermark = session.memory_watermark_id
+
+    def _due_range(
+        self, session: Session, window: Sequence[StoredMessage]
+    ) -> tuple[JobKind, int, int, int] | None:
+        """(kind, first id, last id, next window start): an eviction first, else the
+        automatic memory write, else nothing."""
         eviction = plan_eviction(window, self._policy.window)
         if eviction is not None:
-            first, last, next_start = (
+            return (
+                "overflow",
                 eviction.first_message_id,
                 eviction.last_message_id,
                 eviction.next_start_id,
             )
-            kind = "overflow"
-        elif (auto := auto_write_range(window, watermark=watermark, policy=self._policy)) is None:
+        auto = auto_write_range(window, watermark=session.memory_watermark_id, policy=self._policy)
+        if auto is None:
             return None
-        else:
-            (first, last), next_start, kind = auto, session.window_start_id, "auto"
-        return await self._jobs.create(
-            tenant_id=tenant_id,
-            session_id=session_id,
-            scope_key=scope_key,
-            kind=kind,  # type: ignore[arg-type]
-            first_message_id=first,
-            last_message_id=last,
-            next_start_id=next_start,
-            memory_from_id=max(first, watermark + 1),
-            previous_summary=session.summary,
-        )
+        return "auto", auto[0], auto[1], session.window_start_id
 
     async def _run_when_due(self, job: OverflowJob) -> bool:
         """Run the job's remaining steps; False while another worker's lease holds it."""
@@ -262,6 +267,3 @@ class OverflowWorker:
         await self._jobs.record_failure(
             job, error=f"{error.code}: {error.message}", retry_at=retry_at
         )
-
-
-__all__ = ["OverflowPolicy", "OverflowWorker", "SummaryFailed", "auto_write_range"]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from datetime import UTC, datetime
 from typing import Any
 
@@ -51,22 +52,21 @@ class SessionRepository:
         user_key: str | None = None,
     ) -> Session:
         now = datetime.now(UTC)
-        values = {
-            "id": new_session_id(),
-            "tenant_id": tenant_id,
-            "channel": channel,
-            "title": title,
-            "summary": "",
-            "window_start_id": 0,
-            "memory_watermark_id": 0,
-            "external_key": external_key,
-            "user_key": user_key,
-            "created_at": now,
-            "updated_at": now,
-        }
+        session = Session(
+            id=new_session_id(),
+            tenant_id=tenant_id,
+            channel=channel,
+            title=title,
+            summary="",
+            window_start_id=0,
+            created_at=now,
+            updated_at=now,
+            external_key=external_key,
+            user_key=user_key,
+        )
         async with self._db.write() as conn:
-            await conn.execute(sessions.insert().values(**values))
-        return Session(**values)  # type: ignore[arg-type]
+            await conn.execute(sessions.insert().values(**dataclasses.asdict(session)))
+        return session
 
     async def find_or_create(
         self,
