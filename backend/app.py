@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import os
 from collections.abc import AsyncIterator, Iterable
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -13,7 +14,7 @@ from fastapi.staticfiles import StaticFiles
 from backend.api import admin, chat, health, memory, metrics, openai_compat, sessions, usage
 from backend.api.errors import install_error_handlers
 from backend.api.limits import BodySizeLimit
-from backend.composition import build_services
+from backend.composition import ADMIN_KEY_ENV, build_services
 from backend.providers.base import ChatProvider
 from backend.settings import Settings
 from backend.tools.base import Tool
@@ -42,6 +43,11 @@ def create_app(
             app.state.services = services
             if (await services.runtimes.get(DEFAULT_TENANT)).is_demo:
                 log.warning("demo mode: replies come from the built-in demo provider")
+            if settings.auth.mode == "keys" and not os.environ.get(ADMIN_KEY_ENV):
+                log.warning(
+                    "%s is not set: no operator key; create tenant keys with `tally keys`",
+                    ADMIN_KEY_ENV,
+                )
             yield
 
     app = FastAPI(title="Tally", version="0.1.0", lifespan=lifespan)
