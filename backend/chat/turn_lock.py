@@ -45,6 +45,6 @@ class SessionLocks:
         # A signed 64-bit key, the same in every process for the same session.
         digest = hashlib.blake2b(name.encode(), digest_size=8).digest()
         key = int.from_bytes(digest, "big", signed=True)
-        async with self._database.engine.connect() as conn, conn.begin():
+        async with self._database.lock_engine.connect() as conn, conn.begin():
             await conn.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": key})
             yield

@@ -26,6 +26,7 @@ class Database:
         self.url = url
         self.is_sqlite = url.startswith("sqlite")
         self.engine: AsyncEngine = _create_engine(url)
+        self._lock_engine: AsyncEngine | None = None
         # One writer at a time in this process: on SQLite writers then wait in the event
         # loop (fair, FIFO) instead of sleeping in SQLite's busy handler.
         self._write_lock: asyncio.Lock | None = asyncio.Lock() if self.is_sqlite else None
@@ -43,8 +44,18 @@ class Database:
             async with conn.begin():
                 yield conn
 
+    @property
+    def lock_engine(self) -> AsyncEngine:
+        """PostgreSQL connections that hold session advisory locks for a whole turn. A pool
+        apart from the main one: turns holding locks can never starve the queries they make."""
+        if self._lock_engine is None:
+            self._lock_engine = create_async_engine(self.url, pool_size=20, max_overflow=200)
+        return self._lock_engine
+
     async def dispose(self) -> None:
         await self.engine.dispose()
+        if self._lock_engine is not None:
+            await self._lock_engine.dispose()
 
 
 def _create_engine(url: str) -> AsyncEngine:

@@ -317,3 +317,15 @@ async def test_a_stream_that_cannot_start_is_an_http_error(settings: Settings) -
     assert response.status_code == 404
     assert response.headers["content-type"].startswith("application/json")
     assert response.json()["error"]["code"] == "session_not_found"
+
+
+async def test_forty_sessions_at_once_all_answer(settings: Settings) -> None:
+    """More turns in flight than the main connection pool holds (PostgreSQL: each turn also
+    holds its session's advisory lock on a connection of its own)."""
+    provider = ScriptedProvider(replies=["fine"], delay_s=0.01)
+    async with serve(create_app(settings, provider=provider)) as client:
+        responses = await asyncio.gather(
+            *[client.post("/api/chat/send", json={"message": f"hi {i}"}) for i in range(40)]
+        )
+    assert [r.status_code for r in responses] == [200] * 40, [r.text for r in responses][:3]
+    assert len({r.json()["session_id"] for r in responses}) == 40
