@@ -40,7 +40,7 @@ class OverflowPolicy:
     retries_per_model: int = 3
     retry_base_s: float = 2.0
     retry_max_s: float = 300.0
-    lease_s: float = 120.0  # a crashed worker's job is free again after this
+    lease_s: float = 300.0  # a crashed worker's job is free again after this
 
 
 def auto_write_range(
@@ -77,10 +77,11 @@ class OverflowWorker:
         self._sleep = sleep
         self._drains: dict[tuple[str, str], asyncio.Task[None]] = {}
         self._busy: set[tuple[str, str]] = set()  # drains inside a job's steps
+        self._is_closed = False
 
     def after_turn(self, session: Session, window: Sequence[StoredMessage]) -> None:
         key = (session.tenant_id, session.id)
-        if key in self._drains:
+        if self._is_closed or key in self._drains:
             return  # a drain is running; it plans again when its job is done
         is_due = plan_eviction(window, self._policy.window) is not None or (
             auto_write_range(window, watermark=session.memory_watermark_id, policy=self._policy)
@@ -100,6 +101,7 @@ class OverflowWorker:
 
     async def aclose(self, *, grace_s: float = 5.0) -> None:
         """Let running jobs finish for `grace_s`, then cancel them (they resume at start)."""
+        self._is_closed = True
         busy = [self._drains[key] for key in self._busy if key in self._drains]
         if busy:  # a drain waiting out a backoff is cancelled at once
             await asyncio.wait(busy, timeout=grace_s)
@@ -183,6 +185,7 @@ class OverflowWorker:
             tenant_id=job.tenant_id, job_id=job.id, lease_s=self._policy.lease_s
         ):
             return False
+        job = await self._jobs.get(tenant_id=job.tenant_id, job_id=job.id)  # as claimed
         key = (job.tenant_id, job.session_id)
         self._busy.add(key)
         try:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from backend.errors import Conflict
 from backend.memory.base import MemoryEntryNotFound, MemoryStore
+from backend.memory.entries import NewEntry
 from backend.storage.messages import MessageRepository
 from backend.storage.overflow_jobs import OverflowJobRepository
 
@@ -46,9 +47,14 @@ async def revert_compaction(
     )
     if not evicted:
         raise Conflict("the compacted messages were deleted", code="turns_deleted")
-    if not await jobs.revert(job):
-        raise Conflict(
-            "a later compaction builds on this one; revert that first", code="not_latest_compaction"
-        )
+    # The line goes first: if the window could not be given back, the line is put back (a
+    # crash in between leaves the turns archived and unreferenced, never summarized twice).
     await memory.delete(tenant_id=tenant_id, scope_key=scope_key, entry_id=entry_id)
+    if not await jobs.revert(job):
+        restored = NewEntry(entry.source_kind, entry.content, entry.date, provenance)
+        await memory.append_once(tenant_id=tenant_id, scope_key=scope_key, entry=restored)
+        raise Conflict(
+            "a later compaction or memory write builds on this one; revert that first",
+            code="not_latest_compaction",
+        )
     return job.session_id

@@ -76,8 +76,10 @@ class RuntimeRegistry:
                 self._runtimes[tenant_id] = (fingerprint, time.monotonic(), cached[2])
                 return cached[2]
             runtime = self._build(self._effective(tenant_id, overrides))
-            if cached is not None:  # turns in flight may still use it: close it at shutdown
-                self._retired.append(cached[2])
+            if cached is not None:  # turns in flight may still use its clients: those close
+                self._retired.append(cached[2])  # at shutdown; its summaries move to the new one
+                if cached[2].overflow is not None:
+                    await cached[2].overflow.aclose(grace_s=0)
             self._runtimes[tenant_id] = (fingerprint, time.monotonic(), runtime)
             return runtime
 

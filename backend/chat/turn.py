@@ -178,8 +178,9 @@ class TurnRunner:
         if handle.is_cancel_requested:
             raise TurnCancelled("the turn was cancelled before the model was called")
         outcome = LoopOutcome()
-        if not window or window[-1].id != user_message.id:  # a resumed turn is stored already
-            window.append(user_message)
+        # A resumed turn's user message is stored already, maybe with an incomplete reply
+        # after it: the request ends with the user message either way.
+        window = [m for m in window if m.id < user_message.id] + [user_message]
         error = await self._call_model(handle, runtime, session, window, outcome)
         reply = await self._finish(handle, runtime, session, user_message, outcome, error)
         if runtime.overflow is not None and reply is not None:

@@ -49,7 +49,10 @@ class Database:
         """PostgreSQL connections that hold session advisory locks for a whole turn. A pool
         apart from the main one: turns holding locks can never starve the queries they make."""
         if self._lock_engine is None:
-            self._lock_engine = create_async_engine(self.url, pool_size=20, max_overflow=200)
+            # Bounded below PostgreSQL's default 100 connections; a turn beyond it waits.
+            self._lock_engine = create_async_engine(
+                self.url, pool_size=20, max_overflow=30, pool_timeout=300
+            )
         return self._lock_engine
 
     async def dispose(self) -> None:

@@ -11,6 +11,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from sqlalchemy import Row, case, select, update
+from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from backend.domain.messages import (
@@ -21,6 +22,7 @@ from backend.domain.messages import (
     StoredMessage,
     UserInput,
 )
+from backend.errors import SessionNotFound
 from backend.storage.database import Database
 from backend.storage.sessions import SessionRepository
 from backend.storage.tables import messages, sessions, tool_conversations
@@ -210,24 +212,27 @@ class MessageRepository:
     ) -> StoredMessage:
         """Store the turn's assistant reply, link the turn's tool conversations to it and
         account its usage: one transaction."""
-        async with self._db.write() as conn:
-            if usage is not None:
-                await add_usage(conn, usage)
-            reply = await insert_message(
-                conn,
-                tenant_id=tenant_id,
-                session_id=session_id,
-                role="assistant",
-                content=content,
-                turn_id=turn_id,
-                status=status,
-                token_count=token_count,
-            )
-            if has_tool_calls:
-                await link_tool_conversations(
-                    conn, tenant_id=tenant_id, turn_id=turn_id, message_id=reply.id
+        try:
+            async with self._db.write() as conn:
+                if usage is not None:
+                    await add_usage(conn, usage)
+                reply = await insert_message(
+                    conn,
+                    tenant_id=tenant_id,
+                    session_id=session_id,
+                    role="assistant",
+                    content=content,
+                    turn_id=turn_id,
+                    status=status,
+                    token_count=token_count,
                 )
-            return reply
+                if has_tool_calls:
+                    await link_tool_conversations(
+                        conn, tenant_id=tenant_id, turn_id=turn_id, message_id=reply.id
+                    )
+                return reply
+        except IntegrityError as exc:  # the session was deleted while the turn ran
+            raise SessionNotFound(session_id) from exc
 
     async def session_with_window(
         self, *, tenant_id: str, session_id: str, limit: int | None

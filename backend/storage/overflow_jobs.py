@@ -41,10 +41,6 @@ class OverflowJob:
     attempts: int
     next_attempt_at: datetime | None
 
-    @property
-    def has_memory_part(self) -> bool:
-        return self.memory_from_id <= self.last_message_id
-
 
 def _job(row: Row[Any]) -> OverflowJob:
     next_at: datetime | None = row.next_attempt_at
@@ -151,7 +147,8 @@ class OverflowJobRepository:
             return [(row.tenant_id, row.session_id) for row in rows]
 
     async def claim(self, *, tenant_id: str, job_id: int, lease_s: float) -> bool:
-        """Lease a job to this worker; False while another worker's lease runs."""
+        """Lease an unfinished job to this worker; False while another worker's lease runs or
+        once the job is finished."""
         now = datetime.now(UTC)
         async with self._db.write() as conn:
             result = await conn.execute(
@@ -159,6 +156,7 @@ class OverflowJobRepository:
                 .where(
                     overflow_jobs.c.tenant_id == tenant_id,
                     overflow_jobs.c.id == job_id,
+                    overflow_jobs.c.status.in_(ACTIVE),
                     (overflow_jobs.c.leased_until.is_(None)) | (overflow_jobs.c.leased_until < now),
                 )
                 .values(leased_until=now + timedelta(seconds=lease_s))
@@ -188,9 +186,13 @@ class OverflowJobRepository:
     ) -> None:
         """Save the summary and charge its tokens to the tenant, in one transaction."""
         async with self._db.write() as conn:
-            await conn.execute(
+            saved = await conn.execute(
                 update(overflow_jobs)
-                .where(overflow_jobs.c.tenant_id == job.tenant_id, overflow_jobs.c.id == job.id)
+                .where(
+                    overflow_jobs.c.tenant_id == job.tenant_id,
+                    overflow_jobs.c.id == job.id,
+                    overflow_jobs.c.status == "pending",  # a stale worker's copy changes nothing
+                )
                 .values(
                     status="summarized",
                     summary=summary,
@@ -198,8 +200,9 @@ class OverflowJobRepository:
                     updated_at=datetime.now(UTC),
                 )
             )
-            today = datetime.now(UTC).date()
-            await add_usage(conn, UsageDay(job.tenant_id, today, summarizer_tokens=tokens))
+            if saved.rowcount == 1:
+                today = datetime.now(UTC).date()
+                await add_usage(conn, UsageDay(job.tenant_id, today, summarizer_tokens=tokens))
 
     async def record_failure(self, job: OverflowJob, *, error: str, retry_at: datetime) -> None:
         await self._set(
@@ -212,16 +215,27 @@ class OverflowJobRepository:
         )
 
     async def record_memory(self, job: OverflowJob, *, memory_entry_id: str | None) -> None:
-        await self._set(
-            job.tenant_id, job.id, status="memory_written", memory_entry_id=memory_entry_id
-        )
+        async with self._db.write() as conn:
+            await conn.execute(
+                update(overflow_jobs)
+                .where(
+                    overflow_jobs.c.tenant_id == job.tenant_id,
+                    overflow_jobs.c.id == job.id,
+                    overflow_jobs.c.status == "summarized",
+                )
+                .values(
+                    status="memory_written",
+                    memory_entry_id=memory_entry_id,
+                    updated_at=datetime.now(UTC),
+                )
+            )
 
     async def abandon(self, job: OverflowJob, *, reason: str) -> None:
         await self._set(job.tenant_id, job.id, status="abandoned", last_error=reason)
 
     async def complete(self, job: OverflowJob, *, delete_evicted: bool) -> None:
-        """Move the window and the watermark forward (never back) and close the job."""
-        now = datetime.now(UTC)
+        """Close the job and move the window and the watermark forward (never back), in one
+        transaction; a summary set by hand meanwhile is kept. A stale copy changes nothing."""
         owned = (sessions.c.tenant_id == job.tenant_id) & (sessions.c.id == job.session_id)
         values: dict[str, object] = {
             "memory_watermark_id": case(
@@ -234,8 +248,22 @@ class OverflowJobRepository:
                 (sessions.c.window_start_id < job.next_start_id, job.next_start_id),
                 else_=sessions.c.window_start_id,
             )
-            values["summary"] = job.summary or job.previous_summary
+            values["summary"] = case(
+                (sessions.c.summary == job.previous_summary, job.summary or job.previous_summary),
+                else_=sessions.c.summary,
+            )
         async with self._db.write() as conn:
+            closed = await conn.execute(
+                update(overflow_jobs)
+                .where(
+                    overflow_jobs.c.tenant_id == job.tenant_id,
+                    overflow_jobs.c.id == job.id,
+                    overflow_jobs.c.status == "memory_written",
+                )
+                .values(status="done", leased_until=None, updated_at=datetime.now(UTC))
+            )
+            if closed.rowcount != 1:
+                return
             await conn.execute(update(sessions).where(owned).values(**values))
             if delete_evicted and job.kind == "overflow":
                 await conn.execute(
@@ -245,11 +273,6 @@ class OverflowJobRepository:
                         messages.c.id.between(job.first_message_id, job.last_message_id),
                     )
                 )
-            await conn.execute(
-                update(overflow_jobs)
-                .where(overflow_jobs.c.id == job.id, overflow_jobs.c.tenant_id == job.tenant_id)
-                .values(status="done", leased_until=None, updated_at=now)
-            )
 
     async def done_for_range(
         self, *, tenant_id: str, session_id: str, last_message_id: int
@@ -280,6 +303,7 @@ class OverflowJobRepository:
                     sessions.c.tenant_id == job.tenant_id,
                     sessions.c.id == job.session_id,
                     sessions.c.window_start_id == job.next_start_id,
+                    sessions.c.memory_watermark_id == job.last_message_id,
                 )
                 .values(
                     window_start_id=job.first_message_id,

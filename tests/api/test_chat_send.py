@@ -329,3 +329,16 @@ async def test_forty_sessions_at_once_all_answer(settings: Settings) -> None:
         )
     assert [r.status_code for r in responses] == [200] * 40, [r.text for r in responses][:3]
     assert len({r.json()["session_id"] for r in responses}) == 40
+
+
+async def test_resuming_a_cut_turn_sends_its_message_once(settings: Settings) -> None:
+    provider = ScriptedProvider()
+    provider.push(ScriptedStreamCut("Half an ans"), "Whole answer.")
+    async with serve(create_app(settings, provider=provider)) as client:
+        session_id = await new_session(client)
+        body = {"session_id": session_id, "message": "please"}
+        headers = {"Idempotency-Key": "cut-1"}
+        cut = await client.post("/api/chat/send", json=body, headers=headers)
+        resumed = await client.post("/api/chat/send", json=body, headers=headers)
+    assert cut.status_code == 502 and resumed.json()["reply"] == "Whole answer."
+    assert [(m.role, m.content) for m in provider.requests[-1].messages] == [("user", "please")]

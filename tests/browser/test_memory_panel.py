@@ -149,7 +149,7 @@ async def test_a_compacted_entry_links_to_its_conversation_and_reverts(
         await oldest.get_by_test_id("memory-revert-confirm").click()
         error = oldest.get_by_test_id("memory-error")
         await expect(error.get_by_test_id("error-code")).to_have_text("not_latest_compaction")
-        await expect(error).to_contain_text("a later compaction builds on this one")
+        await expect(error).to_contain_text("revert that first")
         await expect(entries).to_have_count(2)
         await newest.get_by_test_id("memory-revert").click()
         await expect(newest).to_contain_text("messages #5–#8 return to the conversation")
