@@ -23,7 +23,7 @@ from backend.api.schemas import (
 from backend.api.sse import encode_event
 from backend.api.user_input import to_user_input
 from backend.chat.turn import TurnHandle, TurnRequest
-from backend.domain.events import TurnEvent, TurnFailed
+from backend.domain.events import TurnCompleted, TurnEvent, TurnFailed
 from backend.metrics import ACTIVE_STREAMS
 
 router = APIRouter(prefix="/api/chat", tags=["chat"])
@@ -77,8 +77,10 @@ async def send(
             headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
         )
     end = await handle.result()
-    if isinstance(end, TurnFailed):
-        return _failure(end)
+    return _failure(end) if isinstance(end, TurnFailed) else _send_response(end)
+
+
+def _send_response(end: TurnCompleted) -> SendResponse:
     return SendResponse(
         session_id=end.session_id,
         turn_id=end.turn_id,

@@ -13,7 +13,6 @@ from dataclasses import dataclass, field
 
 from backend.chat.budget import repair_tool_pairing
 from backend.domain.events import (
-    Finished,
     RetryScheduled,
     TextDelta,
     ThinkingDelta,
@@ -64,21 +63,11 @@ async def run_tool_loop(
     """Stream the turn's events, filling `outcome` as it goes."""
     messages = list(request.messages)
     for iteration in range(max_iterations + 1):
-        is_last = iteration == max_iterations
-        step_request = dataclasses.replace(
-            request,
-            messages=tuple(repair_tool_pairing(messages)),
-            # Tools stay declared (Anthropic requires it once tool blocks are in the history);
-            # the last call only forbids using them.
-            tool_choice="none" if is_last else request.tool_choice,
-            system=request.system + ("\n" + FINAL_ANSWER_NOTE if is_last else ""),
-        )
-        text: list[str] = []
+        step = _step_request(request, messages, is_last=iteration == max_iterations)
         calls: list[ToolCall] = []
         outcome.reply_parts.append("")
-        async for event in provider.stream(step_request):
+        async for event in provider.stream(step):
             if isinstance(event, TextDelta):
-                text.append(event.text)
                 outcome.reply_parts[-1] += event.text
                 yield event
             elif isinstance(event, ThinkingDelta | RetryScheduled):
@@ -87,13 +76,11 @@ async def run_tool_loop(
                 calls.append(event.call)
             elif isinstance(event, UsageReported):
                 outcome.usage.add(event.usage)
-            elif isinstance(event, Finished):
-                break
         if not calls:
             outcome.is_complete = True
             return
         messages.append(
-            RequestMessage(role="assistant", content="".join(text), tool_calls=tuple(calls))
+            RequestMessage("assistant", outcome.reply_parts[-1], tool_calls=tuple(calls))
         )
         for call in calls:
             yield ToolStarted(call=call)
@@ -109,9 +96,19 @@ async def run_tool_loop(
             )
             messages.append(
                 RequestMessage(
-                    role="tool",
-                    content=result.result,
-                    tool_call_id=call.id,
-                    is_error=result.is_error,
+                    "tool", result.result, tool_call_id=call.id, is_error=result.is_error
                 )
             )
+
+
+def _step_request(
+    request: ChatRequest, messages: list[RequestMessage], *, is_last: bool
+) -> ChatRequest:
+    return dataclasses.replace(
+        request,
+        messages=tuple(repair_tool_pairing(messages)),
+        # Tools stay declared (Anthropic requires it once tool blocks are in the history); the
+        # last call only forbids using them.
+        tool_choice="none" if is_last else request.tool_choice,
+        system=request.system + ("\n" + FINAL_ANSWER_NOTE if is_last else ""),
+    )

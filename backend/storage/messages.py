@@ -83,15 +83,7 @@ async def insert_message(
         )
     )
     if role == "user":  # a session is as recent as its last message from the user
-        title = " ".join(content.split())[:60]  # an untitled session takes its first message
-        await conn.execute(
-            update(sessions)
-            .where(sessions.c.tenant_id == tenant_id, sessions.c.id == session_id)
-            .values(
-                updated_at=now,
-                title=case((sessions.c.title == "", title), else_=sessions.c.title),
-            )
-        )
+        await _touch_session(conn, tenant_id=tenant_id, session_id=session_id, text=content)
     (message_id,) = result.inserted_primary_key or (0,)
     return StoredMessage(
         id=int(message_id),
@@ -103,6 +95,21 @@ async def insert_message(
         created_at=now,
         images=tuple(images),
         token_count=token_count,
+    )
+
+
+async def _touch_session(
+    conn: AsyncConnection, *, tenant_id: str, session_id: str, text: str
+) -> None:
+    """Mark the session active now; an untitled session takes its first message as title."""
+    title = " ".join(text.split())[:60]
+    await conn.execute(
+        update(sessions)
+        .where(sessions.c.tenant_id == tenant_id, sessions.c.id == session_id)
+        .values(
+            updated_at=datetime.now(UTC),
+            title=case((sessions.c.title == "", title), else_=sessions.c.title),
+        )
     )
 
 
