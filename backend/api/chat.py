@@ -22,7 +22,7 @@ from backend.api.schemas import (
 )
 from backend.api.sse import encode_event
 from backend.api.user_input import to_user_input
-from backend.chat.turn import TurnHandle, TurnRequest
+from backend.chat.turn import TurnHandle, TurnRequest, normalise_idempotency_key
 from backend.domain.events import TurnCompleted, TurnEvent, TurnFailed
 from backend.metrics import ACTIVE_STREAMS
 
@@ -48,7 +48,7 @@ async def send(
     idempotency_key: IdempotencyKey = None,
 ) -> SendResponse | StreamingResponse | JSONResponse:
     user_input = to_user_input(body.message, max_chars=services.settings.server.max_message_chars)
-    idempotency_key = (idempotency_key or "").strip() or None  # blank means none
+    idempotency_key = normalise_idempotency_key(idempotency_key)
     session_id = body.session_id  # the turn reads it, under its lock: 404 if unknown
     if session_id is None and idempotency_key is not None:  # a retried first message
         earlier = await services.messages.by_idempotency_key(

@@ -39,6 +39,11 @@ from backend.tools.base import ToolContext
 log = logging.getLogger(__name__)
 
 
+def normalise_idempotency_key(key: str | None) -> str | None:
+    """A key without surrounding blanks; a blank key is no key."""
+    return (key or "").strip() or None
+
+
 @dataclass(frozen=True, slots=True)
 class TurnRequest:
     tenant_id: str
@@ -48,7 +53,7 @@ class TurnRequest:
     stream: bool = True  # whether the client watches tokens arrive
 
     def __post_init__(self) -> None:
-        key = (self.idempotency_key or "").strip() or None
+        key = normalise_idempotency_key(self.idempotency_key)
         object.__setattr__(self, "idempotency_key", key)
 
 
