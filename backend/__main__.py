@@ -1,5 +1,5 @@
 """`python -m backend ...`, the same as the `tally` command."""
 
-from backend.cli import main
+from backend.cli.main import main
 
 raise SystemExit(main())

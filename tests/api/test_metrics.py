@@ -9,7 +9,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from backend.app import create_app
-from backend.cli import KeyValueFormatter
+from backend.cli.logs import KeyValueFormatter
 from backend.errors import ProviderUnavailable
 from backend.providers.scripted import ScriptedProvider
 from tests.api.test_auth import ADMIN_KEY, bearer, make_tenant

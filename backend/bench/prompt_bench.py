@@ -25,7 +25,7 @@ from backend.memory.file_store import FileMemoryStore
 from backend.settings import PersonaSettings
 from backend.tools.registry import ToolRegistry
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 MEMORY_LINES = 10_000
 WINDOW = 50
 TOPICS = ("tea", "trains", "Kyoto", "invoices", "Rust", "gardening", "chess", "mortgage", "piano")

@@ -29,11 +29,11 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
-from backend.bench_report import SEED_MESSAGES, build_report, progress, render
-from backend.prompt_bench import measure_prompt_build
+from backend.bench.prompt_bench import measure_prompt_build
+from backend.bench.report import SEED_MESSAGES, build_report, progress, render
 from backend.settings import Settings
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 BENCH = ROOT / "bench"
 OUT = BENCH / "out" / "latest.json"
 HOST = "127.0.0.1"  # loopback only: every URL is built from this

@@ -10,30 +10,9 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
+from backend.cli.logs import configure_logging
 from backend.errors import ConfigError, TallyError
 from backend.settings import Settings, load_settings
-
-LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
-
-
-class KeyValueFormatter(logging.Formatter):
-    """Appends the ids a log call carries (`extra=`) as key=value pairs, for grep and log
-    shippers. Message bodies and secrets are never passed in."""
-
-    FIELDS = ("tenant", "session", "turn")
-
-    def format(self, record: logging.LogRecord) -> str:
-        line = super().format(record)
-        pairs = [f"{name}={getattr(record, name)}" for name in self.FIELDS if hasattr(record, name)]
-        return " ".join([line, *pairs])
-
-
-def configure_logging() -> None:
-    handler = logging.StreamHandler()
-    handler.setFormatter(KeyValueFormatter(LOG_FORMAT))
-    logging.basicConfig(level=logging.INFO, handlers=[handler])
-    for chatty in ("httpx", "httpx2", "openai", "anthropic"):  # a line per LLM call, with URLs
-        logging.getLogger(chatty).setLevel(logging.WARNING)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -158,19 +137,19 @@ def _migrate(args: argparse.Namespace) -> int:
 
 
 def _chat(args: argparse.Namespace) -> int:
-    from backend.terminal_chat import run_terminal_chat
+    from backend.cli.terminal_chat import run_terminal_chat
 
     return asyncio.run(run_terminal_chat(_settings(args), session_id=args.session))
 
 
 def _doctor(args: argparse.Namespace) -> int:
-    from backend.doctor import run_doctor
+    from backend.cli.doctor import run_doctor
 
     return asyncio.run(run_doctor(args.config, is_offline=args.offline))
 
 
 def _memory(args: argparse.Namespace) -> int:
-    from backend.memory_command import run_memory_command
+    from backend.cli.memory_command import run_memory_command
 
     if args.action == "search" and not args.query.strip():
         print("tally memory search: give the words to look for", file=sys.stderr)
@@ -187,7 +166,7 @@ def _memory(args: argparse.Namespace) -> int:
 
 
 def _tenants(args: argparse.Namespace) -> int:
-    from backend.admin_command import run_tenants_command
+    from backend.cli.admin_command import run_tenants_command
 
     if args.action != "list" and not args.tenant_id:
         print(f"tally tenants {args.action}: name the tenant id", file=sys.stderr)
@@ -196,12 +175,12 @@ def _tenants(args: argparse.Namespace) -> int:
 
 
 def _keys(args: argparse.Namespace) -> int:
-    from backend.admin_command import run_keys_command
+    from backend.cli.admin_command import run_keys_command
 
     return asyncio.run(run_keys_command(_settings(args), args))
 
 
 def _bench(args: argparse.Namespace) -> int:
-    from backend.benchmark import run_benchmark
+    from backend.bench.benchmark import run_benchmark
 
     return run_benchmark(_settings(args), is_quick=args.quick)

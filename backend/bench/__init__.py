@@ -1,0 +1,1 @@
+"""`tally bench`: the benchmark runner, the prompt-build measurement and the report."""

@@ -1,0 +1,1 @@
+"""The `tally` command: `main.py` parses the command line; each verb has a module."""
