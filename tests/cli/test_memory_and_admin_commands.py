@@ -1,0 +1,40 @@
+"""`tally migrate`, `tally memory`, `tally tenants` and `tally keys`, run as a user would."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from tests.cli.runner import config, tally
+
+
+def test_migrate_then_memory_edit_show_and_search(tmp_path: Path) -> None:
+    path = config(tmp_path)
+    assert "newest schema" in tally("--config", str(path), "migrate").stdout
+    editor = tmp_path / "editor.sh"
+    editor.write_text('#!/bin/sh\necho "2026-03-04|manual|Ada likes green tea" >> "$1"\n')
+    editor.chmod(0o755)
+    edited = tally("--config", str(path), "memory", "edit", env={"EDITOR": str(editor)})
+    assert edited.returncode == 0 and "saved: 1 entries" in edited.stdout
+    shown = tally("--config", str(path), "memory", "show")
+    assert "2026-03-04|manual|Ada likes green tea" in shown.stdout
+    found = tally("--config", str(path), "memory", "search", "tea")
+    assert "Ada likes green tea" in found.stdout
+    missing = tally("--config", str(path), "memory", "search")
+    assert missing.returncode == 2
+
+
+def test_tenants_and_keys_from_the_command_line(tmp_path: Path) -> None:
+    path = str(config(tmp_path))
+    created = tally("--config", path, "tenants", "create", "acme", "--name", "Acme")
+    assert created.returncode == 0 and "created tenant acme" in created.stdout
+    duplicate = tally("--config", path, "tenants", "create", "acme")
+    assert duplicate.returncode == 1 and "tenant_exists" in duplicate.stderr
+    key = tally("--config", path, "keys", "create", "acme", "--label", "ci")
+    key_id, plain = key.stdout.split()[0], key.stdout.splitlines()[1]
+    assert plain.startswith("tly_") and "shown once" in key.stdout
+    listed = tally("--config", path, "keys", "list", "acme")
+    assert key_id in listed.stdout and plain not in listed.stdout and "active" in listed.stdout
+    assert tally("--config", path, "keys", "revoke", key_id).returncode == 0
+    assert "revoked" in tally("--config", path, "keys", "list", "acme").stdout
+    assert "disabled" in tally("--config", path, "tenants", "disable", "acme").stdout
+    assert "acme\tdisabled" in tally("--config", path, "tenants", "list").stdout
