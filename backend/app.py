@@ -41,8 +41,14 @@ def create_app(
             summarizer_provider=summarizer_provider,
         ) as services:
             app.state.services = services
-            if (await services.runtimes.get(DEFAULT_TENANT)).is_demo:
-                log.warning("demo mode: replies come from the built-in demo provider")
+            runtime = await services.runtimes.get(DEFAULT_TENANT)
+            if runtime.is_demo:
+                log.warning(
+                    "demo mode: no LLM key is set (%s); the built-in demo provider answers,"
+                    " with a window of %s messages so memory shows within a dozen turns",
+                    runtime.demo_key_env or "no model configured",
+                    runtime.settings.persona.max_history_messages,
+                )
             if settings.auth.mode == "keys" and not os.environ.get(ADMIN_KEY_ENV):
                 log.warning(
                     "%s is not set: no operator key; create tenant keys with `tally keys`",

@@ -11,14 +11,16 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from backend.api.auth import DEFAULT_TENANT
 from backend.api.deps import Services
 from backend.chat.budget import Budget
 from backend.chat.compiler import ModelLimits
+from backend.chat.demo_summarizer import DemoSummarizer
 from backend.chat.failpoints import Failpoints
 from backend.chat.memory_context import MemoryContext
 from backend.chat.memory_tools import MemorySearchTool, MemoryWriteTool
 from backend.chat.overflow import OverflowPolicy, OverflowWorker
-from backend.chat.prompts import PromptRenderer
+from backend.chat.prompts import PromptRenderer, TemplateProblem
 from backend.chat.request_builder import RequestBuilder, RequestSettings
 from backend.chat.runtime import RuntimeRegistry, TenantRuntime
 from backend.chat.summarizer import Summarizer, SummaryModel
@@ -26,13 +28,15 @@ from backend.chat.tokens import TokenCounter
 from backend.chat.turn import TurnRunner
 from backend.chat.turn_lock import SessionLocks
 from backend.chat.window import WindowPolicy
+from backend.errors import ConfigError
 from backend.memory.base import MemoryStore
 from backend.memory.database_store import DatabaseMemoryStore
 from backend.memory.file_store import FileMemoryStore
+from backend.model_choice import DEMO_MODEL, ModelChoice, choose_model, demo_settings
 from backend.providers.base import ChatProvider
+from backend.providers.demo import DemoProvider
 from backend.providers.registry import build_chat_provider
-from backend.providers.scripted import ScriptedProvider
-from backend.settings import ModelSettings, Settings, tenant_settings
+from backend.settings import ModelSettings, Settings, describe_problems, tenant_settings
 from backend.storage.database import Database
 from backend.storage.messages import MessageRepository
 from backend.storage.migrate import migrate
@@ -49,31 +53,6 @@ from backend.tools.registry import ToolRegistry
 log = logging.getLogger("tally")
 
 ADMIN_KEY_ENV = "TALLY_ADMIN_KEY"
-DEMO_MODEL = ModelSettings(provider="demo", name="tally-demo")
-
-
-def choose_model(settings: Settings) -> tuple[ModelSettings, bool]:
-    """The configured model, or the demo model (and True) when its key is not set."""
-    model = settings.model
-    if model is None:
-        return DEMO_MODEL, True
-    provider_settings = settings.providers[model.provider]
-    if provider_settings.api_key_env and not provider_settings.api_key():
-        log.warning(
-            "%s is not set: answering with the built-in demo provider, not %s",
-            provider_settings.api_key_env,
-            model.name,
-        )
-        return DEMO_MODEL, True
-    return model, False
-
-
-def choose_provider(settings: Settings) -> tuple[ChatProvider, ModelSettings, bool]:
-    """The configured model's provider chain, or the demo provider when no key is set."""
-    model, is_demo = choose_model(settings)
-    if is_demo:
-        return ScriptedProvider(name="demo"), model, True
-    return build_chat_provider(settings.providers, model), model, False
 
 
 def build_memory_store(settings: Settings, database: Database) -> MemoryStore:
@@ -107,16 +86,12 @@ async def build_services(
     """Open the database (migrated), memory, the per-tenant runtimes and the turn runner, and
     resume unfinished summaries; close them all after. `provider` and `summarizer_provider`
     replace the configured models for every tenant (tests and embedding)."""
-    prompts = PromptRenderer(settings.prompts_dir)
     database = Database(settings.database.url)
     try:
         await migrate(database)
-        factory = RuntimeFactory(
-            prompts=prompts,
-            store=build_memory_store(settings, database),
-            sessions=SessionRepository(database),
-            messages=MessageRepository(database),
-            jobs=OverflowJobRepository(database),
+        factory = RuntimeFactory.for_database(
+            settings,
+            database,
             extra_tools=tuple(extra_tools),
             provider=provider,
             summarizer_provider=summarizer_provider,
@@ -168,6 +143,28 @@ async def build_services(
         await database.dispose()
 
 
+async def check_settings(settings: Settings) -> None:
+    """Build (and close) every configured tenant's runtime as serving would, without opening
+    the database, so `tally serve` refuses a config that cannot work before it listens and
+    `tally doctor` reports it: ConfigError naming the file, the key path and the reason."""
+    database = Database(settings.database.url)
+    factory = RuntimeFactory.for_database(settings, database)
+    try:
+        for tenant_id in (DEFAULT_TENANT, *settings.tenants):
+            prefix = "" if tenant_id == DEFAULT_TENANT else f"tenants.{tenant_id}."
+            overrides = settings.tenants.get(tenant_id, {})
+            effective = tenant_settings(settings, tenant_id, overrides, is_from_file=True)
+            try:
+                await factory.runtime(effective).aclose()
+            except ConfigError as exc:
+                problem = prefix + exc.message
+                if isinstance(exc, TemplateProblem):
+                    problem += f" ({exc.prompts_dir})"
+                raise ConfigError(describe_problems(settings.source, [problem])) from exc
+    finally:
+        await database.dispose()
+
+
 async def _stored_overrides(tenants: TenantRepository, tenant_id: str) -> dict[str, Any]:
     try:
         return (await tenants.get(tenant_id=tenant_id)).settings
@@ -179,8 +176,7 @@ async def _resume_summaries(jobs: OverflowJobRepository, runtimes: RuntimeRegist
     """Pick up every summary a previous process left unfinished."""
     for tenant_id, session_id in await jobs.sessions_with_active_jobs():
         runtime = await runtimes.get(tenant_id)
-        if runtime.overflow is not None:
-            runtime.overflow.resume_session(tenant_id, session_id)
+        runtime.overflow.resume_session(tenant_id, session_id)
 
 
 @dataclass(frozen=True)
@@ -196,13 +192,37 @@ class RuntimeFactory:
     provider: ChatProvider | None
     summarizer_provider: ChatProvider | None
 
+    @classmethod
+    def for_database(
+        cls,
+        settings: Settings,
+        database: Database,
+        *,
+        extra_tools: tuple[Tool, ...] = (),
+        provider: ChatProvider | None = None,
+        summarizer_provider: ChatProvider | None = None,
+    ) -> RuntimeFactory:
+        return cls(
+            prompts=PromptRenderer(settings.prompts_dir),
+            store=build_memory_store(settings, database),
+            sessions=SessionRepository(database),
+            messages=MessageRepository(database),
+            jobs=OverflowJobRepository(database),
+            extra_tools=extra_tools,
+            provider=provider,
+            summarizer_provider=summarizer_provider,
+        )
+
     def runtime(self, settings: Settings) -> TenantRuntime:
         """Build a tenant's runtime; ConfigError (before any client opens) if its settings
         cannot work, e.g. a system template that does not render."""
         if self.provider is not None:
-            model, is_demo = settings.model or DEMO_MODEL, False
+            choice = ModelChoice(settings.model or DEMO_MODEL)
         else:
-            model, is_demo = choose_model(settings)
+            choice = choose_model(settings)
+        if choice.is_demo:
+            settings = demo_settings(settings)
+        model = choice.model
         counter = TokenCounter(model.name)
         budget = Budget(
             context_window=model.context_window,
@@ -213,32 +233,41 @@ class RuntimeFactory:
         tools = self._tools(settings)
         builder = self._builder(settings, model, tools, counter, budget)
         builder.check_template()
-        owned: list[ChatProvider] = []
-        provider = self.provider
-        if provider is None:
-            provider = (
-                ScriptedProvider(name="demo")
-                if is_demo
-                else (build_chat_provider(settings.providers, model))
-            )
-            owned.append(provider)
-        summarizer, own_providers = build_summarizer(
-            settings, self.summarizer_provider or provider, model, self.prompts
-        )
-        owned += own_providers
-        # The demo provider would "summarize" into its own canned text: no memory from it.
-        overflow = None if is_demo else self._overflow_worker(settings, summarizer, budget)
+        provider, summarizer, owned = self._models(settings, choice)
+        summarizer.check_template(settings.persona.language)
         return TenantRuntime(
             settings=settings,
             model=model,
             provider=provider,
-            is_demo=is_demo,
+            is_demo=choice.is_demo,
+            demo_key_env=choice.missing_key_env,
             builder=builder,
             tools=tools,
             counter=counter,
-            overflow=overflow,
+            overflow=self._overflow_worker(settings, summarizer, budget),
             owned_providers=tuple(owned),
         )
+
+    def _models(
+        self, settings: Settings, choice: ModelChoice
+    ) -> tuple[ChatProvider, Summarizer, list[ChatProvider]]:
+        """The chat provider, the summarizer, and the providers the runtime must close."""
+        provider: ChatProvider
+        owned: list[ChatProvider]
+        if self.provider is not None:
+            provider, owned = self.provider, []
+        elif choice.is_demo:
+            provider = DemoProvider(key_env=choice.missing_key_env)
+            owned = [provider]
+        else:
+            provider = build_chat_provider(settings.providers, choice.model)
+            owned = [provider]
+        if choice.is_demo and self.summarizer_provider is None:
+            return provider, DemoSummarizer(provider, self.prompts), owned
+        summarizer, own_providers = build_summarizer(
+            settings, self.summarizer_provider or provider, choice.model, self.prompts
+        )
+        return provider, summarizer, owned + own_providers
 
     def _tools(self, settings: Settings) -> ToolRegistry:
         scope_by_user = settings.memory.scope == "user"

@@ -6,6 +6,8 @@ Secrets never live in the file: a provider names the environment variable holdin
 
 from __future__ import annotations
 
+import difflib
+import ipaddress
 import os
 import re
 from pathlib import Path
@@ -16,9 +18,9 @@ from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
+    PrivateAttr,
     ValidationError,
     field_validator,
-    model_validator,
 )
 
 from backend.errors import ConfigError
@@ -36,6 +38,15 @@ class ServerSettings(Strict):
     port: int = Field(8000, ge=0, le=65535)
     max_message_chars: int = Field(100_000, ge=1)
     max_body_bytes: int = Field(8 * 1024 * 1024, ge=1024)
+
+    @property
+    def is_loopback(self) -> bool:
+        if self.host == "localhost":
+            return True
+        try:
+            return ipaddress.ip_address(self.host).is_loopback
+        except ValueError:
+            return False
 
 
 class AuthSettings(Strict):
@@ -169,17 +180,30 @@ class Settings(Strict):
     prompts_dir: str = "prompts"
     data_dir: str = "data"
 
-    @model_validator(mode="after")
-    def _providers_exist(self) -> Settings:
-        refs: list[ModelSettings | ModelRef | SummarizerSettings] = []
-        if self.model is not None:
-            refs = [self.model, *self.model.fallbacks]
-        if self.summarizer.provider is not None:
-            refs.append(self.summarizer)
-        for ref in refs:
-            if ref.provider not in self.providers:
-                raise ValueError(f"provider {ref.provider!r} is not defined under providers:")
-        return self
+    # The file these settings came from, named in every configuration error found later.
+    _source: str = PrivateAttr(default="config")
+
+    @property
+    def source(self) -> str:
+        return self._source
+
+
+def reference_errors(settings: Settings) -> list[str]:
+    """`key.path: reason` for each model that names a provider not defined under `providers`."""
+    refs: list[tuple[str, str | None]] = []
+    if settings.model is not None:
+        refs.append(("model.provider", settings.model.provider))
+        refs += [
+            (f"model.fallbacks.{index}.provider", fallback.provider)
+            for index, fallback in enumerate(settings.model.fallbacks)
+        ]
+    refs.append(("summarizer.provider", settings.summarizer.provider))
+    defined = ", ".join(settings.providers) or "none"
+    return [
+        f"{key}: provider {name!r} is not defined under providers: (defined: {defined})"
+        for key, name in refs
+        if name is not None and name not in settings.providers
+    ]
 
 
 def load_settings(path: Path | str | None = None) -> Settings:
@@ -201,22 +225,82 @@ def load_settings(path: Path | str | None = None) -> Settings:
 
 
 def parse_settings(raw: dict[str, Any], *, source: str, base_dir: Path) -> Settings:
-    try:
-        settings = Settings.model_validate(raw)
-    except ValidationError as exc:
-        raise ConfigError(describe_validation_error(source, exc)) from exc
+    settings = _validate(raw, source)
+    settings._source = source
     resolved = _resolve_paths(settings, base_dir)
     check_tenant_overrides(resolved)
     return resolved
 
 
-def describe_validation_error(source: str, exc: ValidationError) -> str:
-    lines = [f"{source}: invalid configuration"]
+def _validate(raw: dict[str, Any], source: str, key_prefix: str = "") -> Settings:
+    try:
+        settings = Settings.model_validate(raw)
+    except ValidationError as exc:
+        raise ConfigError(describe_validation_error(source, exc, key_prefix)) from exc
+    problems = reference_errors(settings)
+    if problems:
+        raise ConfigError(describe_problems(source, [key_prefix + p for p in problems]))
+    return settings
+
+
+def describe_problems(source: str, problems: list[str]) -> str:
+    """The one shape of every configuration error: the file, then `key.path: reason` lines."""
+    return "\n".join([f"{source}: invalid configuration", *(f"  {p}" for p in problems)])
+
+
+def describe_validation_error(source: str, exc: ValidationError, key_prefix: str = "") -> str:
+    problems = []
     for error in exc.errors():
-        key = ".".join(str(part) for part in error["loc"]) or "(top level)"
-        reason = "unknown key" if error["type"] == "extra_forbidden" else error["msg"]
-        lines.append(f"  {key}: {reason}")
-    return "\n".join(lines)
+        loc = tuple(error["loc"])
+        key = ".".join(str(part) for part in loc) or "(top level)"
+        reason = _unknown_key(loc) if error["type"] == "extra_forbidden" else error["msg"]
+        problems.append(f"{key_prefix}{key}: {reason}")
+    return describe_problems(source, problems)
+
+
+# Keys people write by habit, and what Tally wants instead.
+KEY_HINTS = {
+    "api_key": "secrets never go in the file: put the key in an environment variable and name"
+    " it with api_key_env (e.g. api_key_env: OPENAI_API_KEY)",
+}
+
+
+def _unknown_key(loc: tuple[int | str, ...]) -> str:
+    name = str(loc[-1])
+    if name in KEY_HINTS:
+        return f"unknown key; {KEY_HINTS[name]}"
+    known = _known_keys(loc[:-1])
+    close = difflib.get_close_matches(name, known, n=1)
+    return f"unknown key (did you mean {close[0]}?)" if close else "unknown key"
+
+
+def _known_keys(loc: tuple[int | str, ...]) -> list[str]:
+    """The keys allowed at `loc`, found by walking the settings models (map keys skipped)."""
+    model: type[BaseModel] = Settings
+    parts = list(loc)
+    while parts:
+        field = model.model_fields.get(str(parts.pop(0)))
+        nested = _model_of(field.annotation if field else None)
+        if nested is None:
+            return []
+        if field is not None and _is_collection(field.annotation) and parts:
+            parts.pop(0)  # a name under providers:, an index in fallbacks:
+        model = nested
+    return list(model.model_fields)
+
+
+def _model_of(annotation: Any) -> type[BaseModel] | None:
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation
+    for argument in getattr(annotation, "__args__", ()):
+        found = _model_of(argument)
+        if found is not None:
+            return found
+    return None
+
+
+def _is_collection(annotation: Any) -> bool:
+    return getattr(annotation, "__origin__", None) in (dict, list)
 
 
 def _resolve_paths(settings: Settings, base_dir: Path) -> Settings:
@@ -243,31 +327,41 @@ OPERATOR_ONLY = {"memory": ("path", "store")}
 TENANT_ID = re.compile(r"[a-z0-9][a-z0-9_-]{0,63}")
 
 
-def tenant_settings(base: Settings, tenant_id: str, overrides: dict[str, Any]) -> Settings:
+def tenant_settings(
+    base: Settings, tenant_id: str, overrides: dict[str, Any], *, is_from_file: bool = False
+) -> Settings:
     """The effective settings of one tenant: `base` with `overrides` merged section by section,
-    validated exactly like config.yaml."""
-    source = f"tenants.{tenant_id}"
+    validated exactly like config.yaml. Errors name `tenants.<id>.<key>` in the config file
+    (`is_from_file`), or the key alone for settings a tenant sent (which never see the file)."""
+    source = base.source if is_from_file else f"tenant {tenant_id!r} settings"
+    prefix = f"tenants.{tenant_id}." if is_from_file else ""
+    problems = []
     for section, values in overrides.items():
         if section not in TENANT_SECTIONS:
-            raise ConfigError(f"{source}.{section}: not a per-tenant setting")
-        if not isinstance(values, dict):
-            raise ConfigError(f"{source}.{section}: must be a mapping")
-        for key in OPERATOR_ONLY.get(section, ()):
-            if key in values:
-                raise ConfigError(f"{source}.{section}.{key}: set by the operator only")
+            problems.append(f"{prefix}{section}: not a per-tenant setting")
+        elif not isinstance(values, dict):
+            problems.append(f"{prefix}{section}: must be a mapping")
+        else:
+            problems += [
+                f"{prefix}{section}.{key}: set by the operator only"
+                for key in OPERATOR_ONLY.get(section, ())
+                if key in values
+            ]
+    if problems:
+        raise ConfigError(describe_problems(source, problems))
     merged = base.model_dump()
     for section, values in overrides.items():
         merged[section] = {**(merged.get(section) or {}), **values}
     merged["tenants"] = {}
-    try:
-        return Settings.model_validate(merged)
-    except ValidationError as exc:
-        raise ConfigError(describe_validation_error(source, exc)) from exc
+    effective = _validate(merged, source, prefix)
+    effective._source = base.source
+    return effective
 
 
 def check_tenant_overrides(settings: Settings) -> None:
     """Validate config.yaml's `tenants:` at start-up, so a bad override stops the server."""
     for tenant_id, overrides in settings.tenants.items():
         if not TENANT_ID.fullmatch(tenant_id):
-            raise ConfigError(f"tenants.{tenant_id}: a tenant id is a lowercase slug")
-        tenant_settings(settings, tenant_id, overrides)
+            problem = f"tenants.{tenant_id}: a tenant id is a lowercase slug"
+            raise ConfigError(describe_problems(settings.source, [problem]))
+        tenant_settings(settings, tenant_id, overrides, is_from_file=True)

@@ -29,16 +29,29 @@ def test_shipped_config_is_valid() -> None:
 @pytest.mark.parametrize(
     ("text", "key", "reason"),
     [
-        ("persona:\n  nmae: x\n", "persona.nmae", "unknown key"),
+        ("persona:\n  nmae: x\n", "persona.nmae", "unknown key (did you mean name?)"),
         ("server:\n  port: many\n", "server.port", "valid integer"),
         ("persona:\n  max_history_messages: 0\n", "persona.max_history_messages", "-1"),
         ("database:\n  url: mysql://x\n", "database.url", "sqlite+aiosqlite"),
         (
             "providers:\n  p: {kind: openai_compatible}\nmodel: {provider: q, name: m}\n",
-            "(top level)",
-            "'q' is not defined",
+            "model.provider",
+            "'q' is not defined under providers: (defined: p)",
         ),
         ("providers:\n  p: {kind: grpc}\n", "providers.p.kind", "openai_compatible"),
+        (
+            "providers:\n  p: {kind: openai_compatible, api_key: sk-1}\n",
+            "providers.p.api_key",
+            "name it with api_key_env",
+        ),
+        (
+            "providers:\n  p: {kind: scripted}\n"
+            "model: {provider: p, name: m, fallbacks: [{provider: z, name: n}]}\n",
+            "model.fallbacks.0.provider",
+            "'z' is not defined",
+        ),
+        ("summarizer: {provider: z, name: n}\n", "summarizer.provider", "'z' is not defined"),
+        ("tenants:\n  acme: {persona: {nmae: x}}\n", "tenants.acme.persona.nmae", "unknown key"),
         ("tools:\n  max_tool_iterations: 0\n", "tools.max_tool_iterations", "greater than"),
     ],
 )

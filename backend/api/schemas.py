@@ -133,6 +133,8 @@ class HealthPublic(BaseModel):
     model: str
     is_demo: bool
     notice: str | None = None
+    demo_key_env: str | None = None  # demo mode: the variable to set for a real model
+    demo_window: int | None = None  # demo mode: its small window, in messages
 
 
 class ErrorDetail(BaseModel):

@@ -14,8 +14,22 @@ from jinja2.sandbox import SandboxedEnvironment
 from backend.errors import ConfigError
 
 
+class TemplateProblem(ConfigError):
+    """A template that is missing or does not render. The message never names server paths
+    (tenants see it); `prompts_dir` is for the operator's own tools."""
+
+    def __init__(self, message: str, *, prompts_dir: Path) -> None:
+        super().__init__(message)
+        self.prompts_dir = prompts_dir
+
+    def at(self, key_path: str) -> TemplateProblem:
+        """The same problem, named by the setting that chose the template."""
+        return TemplateProblem(f"{key_path}: {self.message}", prompts_dir=self.prompts_dir)
+
+
 class PromptRenderer:
     def __init__(self, prompts_dir: Path | str) -> None:
+        self.prompts_dir = Path(prompts_dir)
         self._env = SandboxedEnvironment(
             loader=FileSystemLoader(str(prompts_dir)),
             undefined=StrictUndefined,
@@ -30,9 +44,13 @@ class PromptRenderer:
         try:
             self._env.get_template(name).render(**sample)
         except TemplateNotFound as exc:
-            raise ConfigError(f"prompt template {name!r}: no such file in prompts/") from exc
+            raise TemplateProblem(
+                f"{name!r} is not in the prompts folder", prompts_dir=self.prompts_dir
+            ) from exc
         except TemplateError as exc:
-            raise ConfigError(f"prompt template {name!r}: {exc.message or exc}") from exc
+            raise TemplateProblem(
+                f"{name!r} does not render: {exc.message or exc}", prompts_dir=self.prompts_dir
+            ) from exc
 
     def render(self, name: str, **variables: object) -> str:
         return self._env.get_template(name).render(**variables).strip() + "\n"

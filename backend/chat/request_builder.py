@@ -10,7 +10,7 @@ from datetime import datetime
 from backend.chat.budget import COMPACTION_NOTICE, Budget, fit_messages
 from backend.chat.compiler import ModelLimits, compile_request
 from backend.chat.memory_context import MemoryContext
-from backend.chat.prompts import PromptRenderer
+from backend.chat.prompts import PromptRenderer, TemplateProblem
 from backend.chat.tokens import MESSAGE_OVERHEAD, TokenCounter
 from backend.domain.events import Compacted
 from backend.domain.messages import Session, StoredMessage
@@ -85,10 +85,13 @@ class RequestBuilder:
 
     def check_template(self) -> None:
         """Render the system template once with sample values (ConfigError if it fails)."""
-        self._prompts.check(
-            self._settings.persona.system_template,
-            **self._system_variables("api", ["2026-01-01|manual|a sample fact"], "A summary."),
-        )
+        try:
+            self._prompts.check(
+                self._settings.persona.system_template,
+                **self._system_variables("api", ["2026-01-01|manual|a sample fact"], "A summary."),
+            )
+        except TemplateProblem as exc:
+            raise exc.at("persona.system_template") from exc
 
     def _render_system(self, session: Session, memory_lines: list[str]) -> str:
         return self._prompts.render(

@@ -25,15 +25,15 @@ class TenantRuntime:
     model: ModelSettings
     provider: ChatProvider
     is_demo: bool
+    demo_key_env: str | None  # in demo mode: the unset variable that would name a real model
     builder: RequestBuilder
     tools: ToolRegistry
     counter: TokenCounter
-    overflow: OverflowWorker | None
+    overflow: OverflowWorker
     owned_providers: tuple[ChatProvider, ...]
 
     async def aclose(self) -> None:
-        if self.overflow is not None:
-            await self.overflow.aclose()
+        await self.overflow.aclose()
         for provider in self.owned_providers:
             await provider.aclose()
 
@@ -78,8 +78,7 @@ class RuntimeRegistry:
             runtime = self._build(self._effective(tenant_id, overrides))
             if cached is not None:  # turns in flight may still use its clients: those close
                 self._retired.append(cached[2])  # at shutdown; its summaries move to the new one
-                if cached[2].overflow is not None:
-                    await cached[2].overflow.aclose(grace_s=0)
+                await cached[2].overflow.aclose(grace_s=0)
             self._runtimes[tenant_id] = (fingerprint, time.monotonic(), runtime)
             return runtime
 
@@ -99,8 +98,7 @@ class RuntimeRegistry:
     async def wait_idle(self) -> None:
         """Until no overflow job runs in any tenant (tests and shutdown)."""
         for runtime in [*self.active(), *self._retired]:
-            if runtime.overflow is not None:
-                await runtime.overflow.wait_idle()
+            await runtime.overflow.wait_idle()
 
     async def aclose(self) -> None:
         for runtime in [*self.active(), *self._retired]:

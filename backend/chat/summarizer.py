@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from backend.chat.fidelity import extract_identifiers, missing_identifiers
-from backend.chat.prompts import PromptRenderer
+from backend.chat.prompts import PromptRenderer, TemplateProblem
 from backend.domain.events import TextDelta, UsageReported
 from backend.domain.messages import StoredMessage, Usage
 from backend.domain.requests import ChatRequest, RequestMessage
@@ -74,6 +74,21 @@ class Summarizer:
         self._models = list(models)
         self._prompts = prompts
 
+    def check_template(self, language: str) -> None:
+        """Render the summary prompt once with sample values (ConfigError if it fails)."""
+        sample = {"role": "user", "content": "My name is Ada.", "is_for_memory": True}
+        try:
+            self._prompts.check(
+                summary_template(language),
+                messages=[sample],
+                previous_summary="",
+                keep=["Ada"],
+                missing=[],
+                has_memory_part=True,
+            )
+        except TemplateProblem as exc:
+            raise exc.at("prompts_dir") from exc
+
     @property
     def has_fallback(self) -> bool:
         return len(self._models) > 1
@@ -93,10 +108,12 @@ class Summarizer:
     ) -> SummaryOutput:
         for_memory = [m for m in messages if m.id >= memory_from_id]
         keep = extract_identifiers(m.content for m in for_memory if m.role == "user")
-        output = await self._ask(model, messages, memory_from_id, previous_summary, language, keep)
+        output = await self.distill(
+            model, messages, memory_from_id, previous_summary, language, keep
+        )
         missing = missing_identifiers(keep, output.memory_text) if output.facts else []
         if missing:
-            retry = await self._ask(
+            retry = await self.distill(
                 model, messages, memory_from_id, previous_summary, language, keep, missing
             )
             retry.usage.add(output.usage)
@@ -109,7 +126,7 @@ class Summarizer:
             output = SummaryOutput((), output.summary, output.usage)
         return output
 
-    async def _ask(
+    async def distill(
         self,
         model: SummaryModel,
         messages: Sequence[StoredMessage],
@@ -119,9 +136,10 @@ class Summarizer:
         keep: list[str],
         missing: Sequence[str] = (),
     ) -> SummaryOutput:
-        template = "overflow_summary.zh.md.j2" if language == "zh" else "overflow_summary.md.j2"
+        """One attempt: the model's facts (from messages with id >= `memory_from_id`) and its
+        updated summary. `keep` are identifiers to copy; `missing` those a try dropped."""
         prompt = self._prompts.render(
-            template,
+            summary_template(language),
             messages=[
                 {"role": m.role, "content": m.content, "is_for_memory": m.id >= memory_from_id}
                 for m in messages
@@ -141,6 +159,10 @@ class Summarizer:
         facts, summary = parse_output(text)
         summary = summary[:SUMMARY_MAX_CHARS] or previous_summary
         return SummaryOutput(facts, summary, usage)
+
+
+def summary_template(language: str) -> str:
+    return "overflow_summary.zh.md.j2" if language == "zh" else "overflow_summary.md.j2"
 
 
 async def _complete(provider: ChatProvider, request: ChatRequest) -> tuple[str, Usage]:

@@ -188,7 +188,7 @@ class TurnRunner:
         window = [m for m in window if m.id < user_message.id] + [user_message]
         error = await self._call_model(handle, runtime, session, window, outcome)
         reply = await self._finish(handle, runtime, session, user_message, outcome, error)
-        if runtime.overflow is not None and reply is not None:
+        if reply is not None:
             runtime.overflow.after_turn(session, [*window, reply])
 
     async def _store_user_message(

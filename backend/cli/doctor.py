@@ -1,51 +1,50 @@
-"""`tally doctor`: check the config, the database and the provider; say what to fix."""
+"""`tally doctor`: check the config, the prompts, the database and the provider; say what to fix.
+
+Every line is `ok`, `WARN` (works, but not as a deployment should: the demo) or `FAIL` (serving
+would refuse or break), with the fix under it. The exit code is 1 when anything failed.
+"""
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Literal
 
 from sqlalchemy import text
 from sqlalchemy.exc import SQLAlchemyError
 
-from backend.chat.prompts import PromptRenderer
-from backend.composition import choose_provider
+from backend.composition import check_settings
 from backend.domain.events import TextDelta
 from backend.domain.requests import ChatRequest, RequestMessage
 from backend.errors import TallyError
+from backend.model_choice import choose_provider
+from backend.providers.base import ChatProvider
 from backend.settings import Settings, load_settings
 from backend.storage.database import Database
 from backend.storage.migrate import migrate
 
+Outcome = Literal["ok", "WARN", "FAIL"]
 
-def _report(name: str, problem: str | None, fix: str = "") -> bool:
-    if problem is None:
-        print(f"ok    {name}")
-        return True
-    print(f"FAIL  {name}: {problem}" + (f"\n      fix: {fix}" if fix else ""))
-    return False
+
+def _report(outcome: Outcome, name: str, detail: str = "", fix: str = "") -> bool:
+    line = f"{outcome:<5} {name}" + (f": {detail}" if detail else "")
+    print(line + (f"\n      fix: {fix}" if fix else ""))
+    return outcome != "FAIL"
 
 
 async def run_doctor(config: Path | None, *, is_offline: bool) -> int:
     try:
         settings = load_settings(config)
+        await check_settings(settings)
     except TallyError as exc:
-        _report("config", exc.message, "correct the key named above")
+        _report("FAIL", "config", exc.message, "correct the key named above")
         return 1
-    _report("config", None)
+    _report("ok", "config", settings.source)
+    _report("ok", "prompts", f"the system and summary templates render ({settings.prompts_dir})")
     checks = [
-        _check_prompts(settings),
         await _check_database(settings),
         await _check_provider(settings, is_offline=is_offline),
     ]
     return 0 if all(checks) else 1
-
-
-def _check_prompts(settings: Settings) -> bool:
-    try:
-        PromptRenderer(settings.prompts_dir).check(settings.persona.system_template)
-    except TallyError as exc:
-        return _report("prompts", exc.message, f"put the template in {settings.prompts_dir}")
-    return _report("prompts", None)
 
 
 async def _check_database(settings: Settings) -> bool:
@@ -56,37 +55,50 @@ async def _check_database(settings: Settings) -> bool:
             await conn.execute(text("SELECT 1"))
     except (SQLAlchemyError, OSError) as exc:
         return _report(
-            "database", str(exc).splitlines()[0], "check database.url and that the server runs"
+            "FAIL",
+            "database",
+            str(exc).splitlines()[0],
+            "check database.url and that the server runs",
         )
     finally:
         await database.dispose()
-    return _report("database", None)
+    return _report("ok", "database", settings.database.url.split("://")[0])
 
 
 async def _check_provider(settings: Settings, *, is_offline: bool) -> bool:
-    provider, model, is_demo = choose_provider(settings)
+    provider, choice = choose_provider(settings)
+    model = choice.model
     try:
-        if is_demo:
+        if choice.is_demo:
+            wanted = choice.missing_key_env or "the key your provider names in api_key_env"
             return _report(
+                "WARN",
                 "provider",
-                "no LLM key: the demo provider answers",
-                "export the key named by api_key_env in config.yaml (e.g. OPENAI_API_KEY)",
+                "demo mode: no LLM key is set, so the built-in demo provider answers",
+                f"export {wanted} (or edit providers and model in {settings.source}), restart",
             )
         if is_offline:
-            return _report(f"provider {model.provider} (not called: --offline)", None)
-        request = ChatRequest(
-            model=model.name,
-            system="Reply with the single word: ok",
-            messages=(RequestMessage(role="user", content="ping"),),
-            max_output_tokens=5,
-        )
-        async for event in provider.stream(request):
-            if isinstance(event, TextDelta):
-                break
+            return _report("ok", f"provider {model.provider}", "not called (--offline)")
+        await _ping(provider, model.name)
     except TallyError as exc:
         return _report(
-            f"provider {model.provider}", exc.message, "check base_url, the key and the model"
+            "FAIL",
+            f"provider {model.provider}",
+            exc.message,
+            "check base_url, the key and the model",
         )
     finally:
         await provider.aclose()
-    return _report(f"provider {model.provider} ({model.name})", None)
+    return _report("ok", f"provider {model.provider}", f"{model.name} answered")
+
+
+async def _ping(provider: ChatProvider, model: str) -> None:
+    request = ChatRequest(
+        model=model,
+        system="Reply with the single word: ok",
+        messages=(RequestMessage(role="user", content="ping"),),
+        max_output_tokens=5,
+    )
+    async for event in provider.stream(request):
+        if isinstance(event, TextDelta):
+            break

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import ipaddress
-import logging
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -85,37 +83,12 @@ def _settings(args: argparse.Namespace) -> Settings:
     return load_settings(args.config)
 
 
-def _is_loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
-
-
 def _serve(args: argparse.Namespace) -> int:
-    import uvicorn
+    from backend.cli.serve import run_server
 
-    from backend.app import create_app
-
-    settings = _settings(args)
-    host = args.host or settings.server.host
-    port = settings.server.port if args.port is None else args.port
-    if settings.auth.mode == "none" and not _is_loopback(host) and not args.insecure_public:
-        print(
-            f"tally: refusing to listen on {host} with auth.mode: none (anyone could chat).\n"
-            "Listen on 127.0.0.1, or pass --insecure-public if you really mean it.",
-            file=sys.stderr,
-        )
-        return 2
-    app = create_app(settings)
-    logging.getLogger("tally").info(
-        "serving on http://%s:%s (database %s)", host, port, settings.database.url.split("://")[0]
+    return run_server(
+        _settings(args), host=args.host, port=args.port, is_public=args.insecure_public
     )
-    # One worker: SQLite's writers serialize in-process (see storage/database.py).
-    uvicorn.run(app, host=host, port=port, log_level="info", access_log=False)
-    return 0
 
 
 def _migrate(args: argparse.Namespace) -> int:

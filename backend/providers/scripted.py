@@ -1,7 +1,7 @@
-"""A provider that plays queued replies: the fake model of the tests and the offline demo.
+"""A provider that plays queued replies: the fake model of the tests (`kind: scripted`).
 
 Steps are played in order, one per call. With the queue empty it cycles through `replies`, and
-with none configured it answers as the demo provider, saying plainly that no LLM is configured.
+with none configured it echoes the user (the offline demo is `providers/demo.py`).
 """
 
 from __future__ import annotations
@@ -24,12 +24,7 @@ from backend.domain.messages import ToolCall, Usage
 from backend.domain.requests import ChatRequest
 from backend.errors import EmptyReply, ProviderBadResponse, ProviderError
 
-DEMO_REPLY = (
-    "This is Tally's built-in demo provider: no LLM API key is configured, so no real model "
-    "is answering. You said: “{quote}”. To talk to a real model, set OPENAI_API_KEY (or the "
-    "key your provider names in config.yaml) and restart, or edit the providers and model "
-    "sections of config.yaml."
-)
+ECHO_REPLY = "Scripted reply to: “{quote}”"
 QUOTE_CHARS = 80
 _WORD = re.compile(r"\s*\S+\s*")
 
@@ -64,7 +59,7 @@ ScriptedStep = str | ScriptedToolCalls | ScriptedThinking | ScriptedStreamCut | 
 
 @dataclass
 class ScriptedProvider:
-    """Plays `push`ed steps, then `replies` cyclically, then the demo answer.
+    """Plays `push`ed steps, then `replies` cyclically, then an echo of the user.
 
     Every request is recorded in `requests`, so tests assert on what was compiled and sent.
     `delay_s` is waited before each chunk, which lets a test cancel a reply midway.
@@ -112,7 +107,7 @@ class ScriptedProvider:
             reply = self.replies[self._reply_count % len(self.replies)]
             self._reply_count += 1
             return reply
-        return DEMO_REPLY.format(quote=_quote(_last_user_text(request)))
+        return ECHO_REPLY.format(quote=_quote(_last_user_text(request)))
 
     async def _text(self, text: str) -> AsyncIterator[ProviderEvent]:
         for word in _WORD.findall(text):

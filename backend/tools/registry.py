@@ -36,13 +36,14 @@ class ToolRegistry:
         the application, such as the memory tools) or the built-in ones."""
         offered = {tool.name: tool for tool in available}
         tools: list[Tool] = []
-        for name in names:
+        for index, name in enumerate(names):
             if name in offered:
                 tools.append(offered[name])
             elif name in BUILTIN_TOOLS:
                 tools.append(BUILTIN_TOOLS[name]())
             else:
-                raise ConfigError(f"tools.enabled: unknown tool {name!r}")
+                known = ", ".join(sorted({*offered, *BUILTIN_TOOLS}))
+                raise ConfigError(f"tools.enabled.{index}: unknown tool {name!r} (known: {known})")
         return cls(tools, timeout_s=timeout_s)
 
     async def execute(self, call: ToolCall, context: ToolContext) -> ToolCallRecord:

@@ -2,20 +2,66 @@
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
+import pytest
+
 from tests.cli.runner import config, tally
+from tests.conftest import ROOT
+
+OPENAI = "providers:\n  openai: {kind: openai_compatible, api_key_env: OPENAI_API_KEY}\n"
+# Configs that parse but cannot serve, and the key path each error must name.
+BROKEN = [
+    ("tools: {enabled: [now, web_search]}\n", "tools.enabled.1: unknown tool 'web_search'"),
+    ("persona: {system_template: nope.md.j2}\n", "persona.system_template: 'nope.md.j2'"),
+    ("model: {provider: y, name: m}\n", "model.provider: provider 'y' is not defined"),
+    (
+        "providers: {openai: {kind: openai_compatible, api_key: sk-1}}\n",
+        "providers.openai.api_key: unknown key; secrets never go in the file",
+    ),
+    (
+        "tenants: {acme: {tools: {enabled: [shell]}}}\n",
+        "tenants.acme.tools.enabled.0: unknown tool 'shell'",
+    ),
+]
 
 
-def test_doctor_says_what_to_fix(tmp_path: Path) -> None:
-    path = config(
-        tmp_path,
-        "providers:\n  openai: {kind: openai_compatible, api_key_env: OPENAI_API_KEY}\n"
-        "model: {provider: openai, name: gpt-4o-mini}\n",
-    )
+def test_the_shipped_config_passes_with_a_warning_for_demo_mode(tmp_path: Path) -> None:
+    shutil.copy(ROOT / "config.yaml", tmp_path / "config.yaml")
+    shutil.copytree(ROOT / "prompts", tmp_path / "prompts")
+
+    result = tally("--config", str(tmp_path / "config.yaml"), "doctor")
+
+    assert result.returncode == 0, result.stdout
+    assert "ok    config" in result.stdout and "ok    prompts" in result.stdout
+    assert "ok    database" in result.stdout
+    assert "WARN  provider: demo mode" in result.stdout and "OPENAI_API_KEY" in result.stdout
+    assert "FAIL" not in result.stdout
+
+
+@pytest.mark.parametrize(("extra", "problem"), BROKEN)
+def test_every_config_error_that_stops_serving_fails_the_check(
+    tmp_path: Path, extra: str, problem: str
+) -> None:
+    path = config(tmp_path, extra)
     result = tally("--config", str(path), "doctor")
     assert result.returncode == 1
-    assert "ok    database" in result.stdout
-    assert "FAIL  provider" in result.stdout and "OPENAI_API_KEY" in result.stdout
+    assert f"FAIL  config: {path}: invalid configuration" in result.stdout
+    assert problem in result.stdout
+
+
+def test_a_missing_key_is_named_when_another_provider_has_one(tmp_path: Path) -> None:
+    path = config(
+        tmp_path,
+        OPENAI + "  claude: {kind: anthropic, api_key_env: ANTHROPIC_API_KEY}\n"
+        "model: {provider: openai, name: gpt-4o-mini}\n",
+    )
+    result = tally("--config", str(path), "doctor", env={"ANTHROPIC_API_KEY": "sk-ant-test"})
+    assert result.returncode == 1
+    assert "model.provider: provider 'openai' needs OPENAI_API_KEY" in result.stdout
+
+
+def test_a_file_that_cannot_be_read_fails(tmp_path: Path) -> None:
     broken = tally("--config", str(tmp_path / "missing.yaml"), "doctor")
     assert broken.returncode == 1 and "FAIL  config" in broken.stdout

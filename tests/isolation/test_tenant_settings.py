@@ -257,8 +257,8 @@ def test_a_system_template_outside_prompts_stops_config_yaml(
             "http://127.0.0.1:9/v1",  # never called: the settings do not parse
             tenants={"acme": {"persona": {"system_template": template}}},
         )
-    assert refused.value.message.startswith("tenants.acme: ")
-    assert "persona.system_template" in refused.value.message
+    assert refused.value.message.startswith("test: invalid configuration")
+    assert "tenants.acme.persona.system_template: " in refused.value.message
 
 
 async def test_a_system_template_missing_from_prompts_is_refused(
