@@ -154,3 +154,23 @@ def test_an_unknown_session_is_a_clear_error(tmp_path: Path) -> None:
     assert "without --session" in result.stderr
     assert "Traceback" not in result.stderr
 
+
+def test_no_command_prints_alembic_log_lines(tmp_path: Path) -> None:
+    path = str(config(tmp_path))
+    created = tally("--config", path, "migrate")
+    outputs = [
+        created,
+        tally("--config", path, "migrate"),
+        tally("--config", path, "memory", "show"),
+        tally("--config", path, "chat", stdin="hi\n"),
+    ]
+    with Terminal("--config", path, "chat") as terminal:
+        terminal.expect("you> ")
+        terminal.send(CTRL_D)
+        assert terminal.wait_exit() == 0
+    assert all(result.returncode == 0 for result in outputs)
+    for text in [terminal.screen, *(r.stdout + r.stderr for r in outputs)]:
+        assert "alembic" not in text and "Context impl" not in text, text
+    # A migration that runs a revision says so, once; one with nothing to do is silent.
+    assert created.stderr.count("database schema created at revision") == 1
+    assert "database schema" not in outputs[1].stderr
