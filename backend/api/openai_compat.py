@@ -279,8 +279,9 @@ async def _session(
     name = session_name or user
     if name is None:
         raise BadFacadeRequest(
-            f"name the conversation with the {SESSION_HEADER} header or the `user` field: "
-            "Tally keeps its history under that name",
+            f"this request names no session: send the header `{SESSION_HEADER}: <conversation "
+            'name>` or the body field `"user": "<end user id>"`; Tally keeps the '
+            "conversation's history under that name",
             code="session_required",
         )
     if not name.isprintable():

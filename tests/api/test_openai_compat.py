@@ -243,6 +243,18 @@ async def test_a_bad_request_raises_the_sdks_error_with_tallys_code(
     assert sessions["total"] == 0
 
 
+async def test_a_request_without_a_session_says_what_to_send(
+    served: tuple[httpx.AsyncClient, FastAPI, ScriptedProvider],
+) -> None:
+    client, _, _ = served
+    with pytest.raises(openai.BadRequestError) as raised:
+        await sdk(client).chat.completions.create(model="m", messages=said("hi"))
+    message = raised.value.body["message"] if isinstance(raised.value.body, dict) else ""
+    assert raised.value.code == "session_required"
+    assert "X-Tally-Session: <conversation name>" in message
+    assert '"user": "<end user id>"' in message
+
+
 WEATHER_TOOL = {
     "type": "function",
     "function": {
