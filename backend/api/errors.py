@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import logging
 from typing import Any
 
@@ -50,8 +51,25 @@ async def _tally_error(_request: Request, exc: Exception) -> JSONResponse:
 
 async def _validation_error(_request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, RequestValidationError)
-    problems = [_describe(error) for error in exc.errors()[:5]]
+    errors = exc.errors()
+    undecodable = next((error for error in errors if error.get("type") == "json_invalid"), None)
+    if undecodable is not None:
+        return error_response(422, "invalid_json", _describe_invalid_json(undecodable, exc.body))
+    problems = [_describe(error) for error in errors[:5]]
     return error_response(422, "invalid_request", "; ".join(problems) or "invalid request")
+
+
+def _describe_invalid_json(error: Any, document: Any) -> str:
+    """FastAPI reports a body that is not JSON as `loc: ("body", <offset>)` with the decoder's
+    message in `ctx`, and the text as the exception's body: say the line and column."""
+    reason = str((error.get("ctx") or {}).get("error", "not valid JSON"))
+    offset = error.get("loc", ())[-1:]
+    if isinstance(document, bytes):
+        document = document.decode("utf-8", "replace")
+    if not offset or not isinstance(offset[0], int) or not isinstance(document, str):
+        return f"invalid JSON: {reason}"
+    where = json.JSONDecodeError(reason, document, offset[0])
+    return f"invalid JSON at line {where.lineno}, column {where.colno}: {reason}"
 
 
 def _describe(error: Any) -> str:

@@ -11,8 +11,10 @@ Any OpenAI client (the official SDKs, tools that take a `base_url`) talks to Tal
   `last_message_not_user`). Tally supplies the history, the system prompt and memory from what
   it stored, so the caller's earlier messages and system messages are ignored.
 - `model` is accepted and echoed back; the tenant's configured model answers. Sampling
-  parameters and caller-supplied tools are ignored; Tally's own tools run inside the turn and
-  the caller sees only the final text.
+  parameters are ignored. Tally's own tools run inside the turn and the caller sees only the
+  final text; client-side tools (`tools`, `tool_choice`, `functions`, `function_call`) are
+  refused with 400 `tools_not_supported`, since ignoring them would fail silently (an empty
+  list or `"none"` asks for no tools and passes).
 - Errors keep Tally's body, `{"error": {"code", "message"}}`, plus OpenAI's `type`, so OpenAI
   SDKs raise their usual exceptions with Tally's message and code. A streamed reply commits to
   HTTP 200 when the model starts answering; a failure before that is a plain HTTP error, a
@@ -81,7 +83,9 @@ COMPLETIONS_DESCRIPTION = (
     "header, else the `user` field. Only the newest message is used and it must be a user "
     "message: Tally supplies the history, system prompt and memory itself, so earlier and "
     "system messages in `messages` are ignored. `model` is echoed back; the tenant's "
-    "configured model answers. With `stream: true` the reply is OpenAI's chunk stream."
+    "configured model answers. With `stream: true` the reply is OpenAI's chunk stream. "
+    "Client-side tools are not supported yet: a request with `tools`, `tool_choice`, "
+    "`functions` or `function_call` is refused with 400 tools_not_supported."
 )
 
 
@@ -161,6 +165,7 @@ async def create_chat_completion(
     session_name: SessionName = None,
     idempotency_key: IdempotencyKey = None,
 ) -> ChatCompletion | StreamingResponse | JSONResponse:
+    _refuse_client_tools(body)
     user_input = _newest_user_input(
         body.messages, max_chars=services.settings.server.max_message_chars
     )
@@ -202,6 +207,22 @@ async def list_models(services: ServicesDep, tenant_id: TenantDep) -> ModelList:
 _USER_CONTENT: TypeAdapter[str | list[OpenAIContentPartIn]] = TypeAdapter(
     str | list[OpenAIContentPartIn]
 )
+
+
+def _refuse_client_tools(body: ChatCompletionRequest) -> None:
+    asked = {
+        "tools": bool(body.tools),
+        "tool_choice": body.tool_choice not in (None, "none"),
+        "functions": bool(body.functions),
+        "function_call": body.function_call not in (None, "none"),
+    }
+    sent = [f"`{name}`" for name, is_asked in asked.items() if is_asked]
+    if sent:
+        raise BadFacadeRequest(
+            f"this request sends {', '.join(sent)}: Tally runs its own tools inside the turn, "
+            "and client-side tools are not supported yet; send the request without them",
+            code="tools_not_supported",
+        )
 
 
 def _newest_user_input(messages: list[ChatMessageIn], *, max_chars: int) -> UserInput:
@@ -258,8 +279,9 @@ async def _session(
     name = session_name or user
     if name is None:
         raise BadFacadeRequest(
-            f"name the conversation with the {SESSION_HEADER} header or the `user` field: "
-            "Tally keeps its history under that name",
+            f"this request names no session: send the header `{SESSION_HEADER}: <conversation "
+            'name>` or the body field `"user": "<end user id>"`; Tally keeps the '
+            "conversation's history under that name",
             code="session_required",
         )
     if not name.isprintable():

@@ -243,10 +243,17 @@ class UsageList(BaseModel):
 
 
 class OpenAIBody(BaseModel):
-    """OpenAI clients send many optional parameters (sampling, caller tools, metadata...);
-    the facade accepts and ignores the ones it does not use instead of refusing the request."""
+    """OpenAI clients send many optional parameters (sampling, metadata...); the facade
+    accepts and ignores the ones it does not use instead of refusing the request. Client-side
+    tools are the exception (see `ChatCompletionRequest`): ignoring them would fail silently."""
 
     model_config = ConfigDict(extra="ignore")
+
+
+CLIENT_TOOLS_REFUSED = (
+    "not supported yet: a request with client-side tools is refused with 400 "
+    "tools_not_supported (Tally runs its own tools inside the turn)"
+)
 
 
 class ChatMessageIn(OpenAIBody):
@@ -267,6 +274,12 @@ class ChatCompletionRequest(OpenAIBody):
         None, description="the end user: names the session when X-Tally-Session is absent"
     )
     n: Annotated[int, Field(ge=1, le=1, description="only one choice is produced")] = 1
+    # Client-side tools: declared so that the facade can refuse them (400 tools_not_supported)
+    # instead of ignoring them like other unused parameters.
+    tools: list[Any] | None = Field(None, description=CLIENT_TOOLS_REFUSED)
+    tool_choice: Any = Field(None, description=CLIENT_TOOLS_REFUSED)
+    functions: list[Any] | None = Field(None, description=CLIENT_TOOLS_REFUSED)
+    function_call: Any = Field(None, description=CLIENT_TOOLS_REFUSED)
 
 
 class OpenAITextPartIn(OpenAIBody):

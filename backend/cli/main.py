@@ -112,7 +112,7 @@ def _migrate(args: argparse.Namespace) -> int:
 def _chat(args: argparse.Namespace) -> int:
     from backend.cli.terminal_chat import run_terminal_chat
 
-    return asyncio.run(run_terminal_chat(_settings(args), session_id=args.session))
+    return run_terminal_chat(_settings(args), session_id=args.session)
 
 
 def _doctor(args: argparse.Namespace) -> int:

@@ -1,11 +1,31 @@
-"""`tally chat`: a chat in the terminal, in-process, streaming tokens as they arrive."""
+"""`tally chat`: a chat in the terminal, in-process, streaming tokens as they arrive.
+
+The terminal keeps the main thread: `input()` edits the line with readline (arrow keys,
+history), and Ctrl-C raises KeyboardInterrupt there at once: at the prompt it quits, while a
+reply streams it cancels the turn (the words shown so far are stored `incomplete` by the turn
+machinery) and the prompt comes back. The services run on an event loop of their own thread,
+so their background work (overflow summaries) goes on while the prompt waits.
+"""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import logging
+import os
 import sys
+import threading
+from collections.abc import Callable, Coroutine, Iterator
+from concurrent.futures import Future
+from contextlib import AbstractAsyncContextManager, contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from types import TracebackType
+from typing import Any, Self, TypeVar
 
-from backend.chat.turn import TurnRequest
+from backend.api.deps import Services
+from backend.chat.runtime import TenantRuntime
+from backend.chat.turn import TurnHandle, TurnRequest, TurnRunner
 from backend.composition import build_services
 from backend.domain.events import (
     RetryScheduled,
@@ -16,37 +36,135 @@ from backend.domain.events import (
     TurnCompleted,
     TurnFailed,
 )
-from backend.domain.messages import UserInput
+from backend.domain.messages import Session, StoredMessage, UserInput
+from backend.errors import NotFound, SessionNotFound, TurnCancelled
 from backend.settings import Settings
 
 TENANT = "default"
+PROMPT = "you> "
+RECAP_MESSAGES = 10  # `--session`: the newest messages of the window shown before the prompt
+RECAP_CHARS = 500
+HISTORY_FILE = "chat_history"  # in the data dir: the lines typed, for Up-arrow in later chats
+HISTORY_LINES = 1000
+STOP_TIMEOUT_S = 10.0
+
+T = TypeVar("T")
 
 
-async def run_terminal_chat(settings: Settings, *, session_id: str | None) -> int:
-    async with build_services(settings) as services:
-        if session_id is None:
-            session = await services.sessions.create(tenant_id=TENANT, channel="api")
-        else:
-            session = await services.sessions.get(tenant_id=TENANT, session_id=session_id)
-        runtime = await services.runtimes.get(TENANT)
-        print(f"Tally · model {runtime.model.name} · session {session.id}")
-        if runtime.is_demo:
+def run_terminal_chat(settings: Settings, *, session_id: str | None) -> int:
+    # The terminal is the chat's screen: its events already say what a warning line would (a
+    # failed or cancelled turn, the demo provider), and a log line would land inside a reply.
+    logging.getLogger().setLevel(logging.ERROR)
+    with (
+        _EventLoopThread() as loop,
+        loop.entered(build_services(settings)) as services,
+    ):
+        chat = loop.run(_open(services, session_id))
+        chat.greet()
+        with _line_editing(Path(settings.data_dir) / HISTORY_FILE):
+            while (line := _read_line()) is not None:
+                if line:
+                    _ask(
+                        loop,
+                        services.turns,
+                        TurnRequest(TENANT, chat.session.id, UserInput(text=line)),
+                    )
+    return 0
+
+
+@dataclass(frozen=True)
+class _Chat:
+    session: Session
+    runtime: TenantRuntime
+    recap: list[StoredMessage] | None  # None: a new session
+
+    def greet(self) -> None:
+        print(f"Tally · model {self.runtime.model.name} · session {self.session.id}")
+        if self.runtime.is_demo:
             print("(demo provider: no LLM key is configured)")
-        print("Type a message; an empty line or Ctrl-D quits.\n")
-        while True:
-            line = await asyncio.to_thread(_read_line)
-            if not line:
-                return 0
-            handle = services.turns.start(TurnRequest(TENANT, session.id, UserInput(text=line)))
-            async for event in handle.events():
-                _show(event)
+        if self.recap is not None:
+            _show_recap(self.recap, assistant=self.runtime.settings.persona.name)
+        print("Type a message. Ctrl-C stops a reply; Ctrl-C or Ctrl-D at the prompt quits.\n")
 
 
-def _read_line() -> str:
+async def _open(services: Services, session_id: str | None) -> _Chat:
+    runtime = await services.runtimes.get(TENANT)
+    if session_id is None:
+        session = await services.sessions.create(tenant_id=TENANT, channel="api")
+        return _Chat(session, runtime, recap=None)
     try:
-        return input("you> ").strip()
-    except EOFError:
-        return ""
+        session, window = await services.messages.session_with_window(
+            tenant_id=TENANT, session_id=session_id, limit=RECAP_MESSAGES
+        )
+    except SessionNotFound as exc:
+        raise NotFound(
+            f"there is no session {session_id!r} (tenant {TENANT}): check the id, or run "
+            "`tally chat` without --session to start a new one",
+            code="session_not_found",
+        ) from exc
+    return _Chat(session, runtime, recap=window)
+
+
+def _show_recap(messages: list[StoredMessage], *, assistant: str) -> None:
+    if not messages:
+        print("(this session has no messages yet)")
+        return
+    print(f"The last {len(messages)} messages of this session:")
+    for message in messages:
+        role = "you" if message.role == "user" else assistant
+        if message.status == "incomplete":
+            role += " (incomplete)"
+        text = message.content
+        if len(text) > RECAP_CHARS:
+            text = text[: RECAP_CHARS - 1] + "…"
+        if message.images:
+            text += f" [{len(message.images)} image(s)]"
+        print(f"  {role}: {text}")
+    print()
+
+
+def _read_line() -> str | None:
+    """The next line typed, or None when the user quits (Ctrl-D, or Ctrl-C at the prompt)."""
+    try:
+        return input(PROMPT).strip()
+    except (EOFError, KeyboardInterrupt):
+        print()
+        return None
+
+
+def _ask(loop: _EventLoopThread, turns: TurnRunner, request: TurnRequest) -> None:
+    """Play one turn to the terminal. A Ctrl-C while it runs cancels it; this returns when the
+    turn has ended (a second Ctrl-C meanwhile quits the chat)."""
+    turn = _Turn(turns, request)
+    played = loop.submit(turn.play())
+    try:
+        played.result()
+    except KeyboardInterrupt:
+        loop.call(turn.cancel)
+        played.result()
+
+
+class _Turn:
+    """One turn on the event loop. Both methods run there, so a `cancel` that arrives before
+    the turn has started is not lost."""
+
+    def __init__(self, turns: TurnRunner, request: TurnRequest) -> None:
+        self._turns = turns
+        self._request = request
+        self._handle: TurnHandle | None = None
+        self._is_cancel_requested = False
+
+    def cancel(self) -> None:
+        self._is_cancel_requested = True
+        if self._handle is not None:
+            self._handle.cancel()
+
+    async def play(self) -> None:
+        self._handle = self._turns.start(self._request)
+        if self._is_cancel_requested:
+            self._handle.cancel()
+        async for event in self._handle.events():
+            _show(event)
 
 
 def _show(event: object) -> None:
@@ -63,6 +181,78 @@ def _show(event: object) -> None:
         out.write(f"\n[retrying in {event.delay_s:.1f} s: {event.reason}]\n")
     elif isinstance(event, TurnCompleted):
         out.write("\n\n")
+    elif isinstance(event, TurnFailed) and event.code == TurnCancelled.code:
+        out.write("\n[cancelled]\n\n")
     elif isinstance(event, TurnFailed):
         out.write(f"\n[error {event.code}: {event.message}]\n\n")
     out.flush()
+
+
+@contextmanager
+def _line_editing(history_path: Path) -> Iterator[None]:
+    """Readline at a terminal's prompt, with the lines typed in earlier chats (kept, readable
+    by the owner only, in the data dir). History is a convenience: a file it cannot read or
+    write is no reason to fail the chat."""
+    if not sys.stdin.isatty():
+        yield
+        return
+    try:
+        import readline
+    except ImportError:  # a Python built without readline: plain input()
+        yield
+        return
+    with contextlib.suppress(OSError):
+        readline.read_history_file(history_path)
+    readline.set_history_length(HISTORY_LINES)
+    try:
+        yield
+    finally:
+        with contextlib.suppress(OSError):
+            history_path.parent.mkdir(parents=True, exist_ok=True)
+            readline.write_history_file(history_path)
+            os.chmod(history_path, 0o600)
+
+
+class _EventLoopThread:
+    """An asyncio loop on a daemon thread. `run` waits on the calling thread for a coroutine
+    on the loop; a Ctrl-C interrupts that wait, never the loop itself."""
+
+    def __init__(self) -> None:
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(
+            target=self._loop.run_forever, name="tally-chat-loop", daemon=True
+        )
+
+    def __enter__(self) -> Self:
+        self._thread.start()
+        return self
+
+    def __exit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        with contextlib.suppress(Exception):
+            self.run(self._loop.shutdown_asyncgens())
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join(STOP_TIMEOUT_S)
+        if not self._thread.is_alive():
+            self._loop.close()
+
+    def submit(self, coroutine: Coroutine[Any, Any, T]) -> Future[T]:
+        return asyncio.run_coroutine_threadsafe(coroutine, self._loop)
+
+    def run(self, coroutine: Coroutine[Any, Any, T]) -> T:
+        return self.submit(coroutine).result()
+
+    def call(self, callback: Callable[[], object]) -> None:
+        self._loop.call_soon_threadsafe(callback)
+
+    @contextmanager
+    def entered(self, manager: AbstractAsyncContextManager[T]) -> Iterator[T]:
+        """`async with manager` on the loop, for the length of a `with` block on this thread.
+        What ends the block is not thrown into `manager`: a KeyboardInterrupt raised inside a
+        task would stop the loop before `manager` had closed."""
+        value = self.run(manager.__aenter__())
+        try:
+            yield value
+        finally:
+            self.run(manager.__aexit__(None, None, None))

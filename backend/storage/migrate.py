@@ -1,19 +1,37 @@
-"""Apply the Alembic migrations (at start-up and by `tally migrate`)."""
+"""Apply the Alembic migrations (at start-up and by `tally migrate`).
+
+Alembic logs about ten INFO lines on every run, wanted or not: a line per plugin when it is
+imported, then its dialect and DDL mode. They tell an operator nothing, so its loggers are
+kept at WARNING, set before alembic is first imported (hence the imports inside the
+functions); a run that applies revisions logs one line of ours instead.
+"""
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from alembic import command
-from alembic.config import Config
 from sqlalchemy.engine import Connection
 
 from backend.storage.database import Database
 
+if TYPE_CHECKING:
+    from alembic.config import Config
+
 MIGRATIONS = Path(__file__).parent / "migrations"
+
+log = logging.getLogger(__name__)
+
+
+def _quiet_alembic() -> None:
+    logging.getLogger("alembic").setLevel(logging.WARNING)
 
 
 def alembic_config(connection: Connection | None = None) -> Config:
+    _quiet_alembic()
+    from alembic.config import Config
+
     config = Config()
     config.set_main_option("script_location", str(MIGRATIONS))
     config.attributes["connection"] = connection
@@ -24,7 +42,17 @@ async def migrate(database: Database) -> None:
     """Bring the schema to the newest revision; a no-op when it is already there."""
 
     def upgrade(connection: Connection) -> None:
-        command.upgrade(alembic_config(connection), "head")
+        config = alembic_config(connection)
+        from alembic import command
+        from alembic.runtime.migration import MigrationContext
+
+        before = MigrationContext.configure(connection).get_current_heads()
+        command.upgrade(config, "head")
+        after = MigrationContext.configure(connection).get_current_heads()
+        if after != before and before:
+            log.info("database schema migrated from %s to %s", ", ".join(before), ", ".join(after))
+        elif after != before:
+            log.info("database schema created at revision %s", ", ".join(after))
 
     async with database.engine.begin() as conn:
         await conn.run_sync(upgrade)

@@ -180,7 +180,7 @@ async def test_malformed_json_and_lone_surrogates_are_rejected(settings: Setting
         )
         huge = await client.post("/api/chat/send", content=b"x" * (9 * 1024 * 1024))
         sessions = (await client.get("/api/chat/sessions")).json()
-    assert (broken.status_code, broken.json()["error"]["code"]) == (422, "invalid_request")
+    assert (broken.status_code, broken.json()["error"]["code"]) == (422, "invalid_json")
     assert (surrogate.status_code, surrogate.json()["error"]["code"]) == (422, "invalid_text")
     assert (deep.status_code, deep.json()["error"]["code"]) == (400, "invalid_request")
     assert (huge.status_code, huge.json()["error"]["code"]) == (413, "payload_too_large")

@@ -243,6 +243,80 @@ async def test_a_bad_request_raises_the_sdks_error_with_tallys_code(
     assert sessions["total"] == 0
 
 
+async def test_a_request_without_a_session_says_what_to_send(
+    served: tuple[httpx.AsyncClient, FastAPI, ScriptedProvider],
+) -> None:
+    client, _, _ = served
+    with pytest.raises(openai.BadRequestError) as raised:
+        await sdk(client).chat.completions.create(model="m", messages=said("hi"))
+    message = raised.value.body["message"] if isinstance(raised.value.body, dict) else ""
+    assert raised.value.code == "session_required"
+    assert "X-Tally-Session: <conversation name>" in message
+    assert '"user": "<end user id>"' in message
+
+
+WEATHER_TOOL = {
+    "type": "function",
+    "function": {
+        "name": "get_weather",
+        "description": "The weather in a city",
+        "parameters": {"type": "object", "properties": {"city": {"type": "string"}}},
+    },
+}
+
+
+@pytest.mark.parametrize(
+    ("tools", "named"),
+    [
+        ({"tools": [WEATHER_TOOL]}, "`tools`"),
+        ({"tools": [WEATHER_TOOL], "stream": True}, "`tools`"),
+        ({"tools": [WEATHER_TOOL], "tool_choice": "required"}, "`tools`, `tool_choice`"),
+        ({"tool_choice": "auto"}, "`tool_choice`"),
+        ({"functions": [WEATHER_TOOL["function"]]}, "`functions`"),
+        ({"function_call": {"name": "get_weather"}}, "`function_call`"),
+    ],
+    ids=[
+        "tools",
+        "tools-streamed",
+        "tools-and-choice",
+        "tool_choice",
+        "functions",
+        "function_call",
+    ],
+)
+async def test_client_side_tools_are_refused_not_ignored(
+    served: tuple[httpx.AsyncClient, FastAPI, ScriptedProvider],
+    tools: dict[str, Any],
+    named: str,
+) -> None:
+    client, _, provider = served
+    with pytest.raises(openai.BadRequestError) as raised:
+        await sdk(client).chat.completions.create(
+            model="m", messages=said("what is the weather in Lisbon?"), user="u1", **tools
+        )
+    sessions = (await client.get("/api/chat/sessions")).json()
+    assert raised.value.status_code == 400
+    assert raised.value.code == "tools_not_supported"
+    assert isinstance(raised.value.body, dict)
+    assert raised.value.body["type"] == "invalid_request_error"
+    assert f"this request sends {named}:" in raised.value.body["message"]
+    assert "Tally runs its own tools" in raised.value.body["message"]
+    assert "client-side tools are not supported yet" in raised.value.body["message"]
+    assert provider.requests == []
+    assert sessions["total"] == 0
+
+
+async def test_an_empty_tool_list_asks_for_no_tools_and_is_answered(
+    served: tuple[httpx.AsyncClient, FastAPI, ScriptedProvider],
+) -> None:
+    client, _, provider = served
+    provider.push("no tools needed")
+    done = await sdk(client).chat.completions.create(
+        model="m", messages=said("hi"), user="u1", tools=[], tool_choice="none"
+    )
+    assert done.choices[0].message.content == "no tools needed"
+
+
 async def test_models_lists_the_configured_model(
     served: tuple[httpx.AsyncClient, FastAPI, ScriptedProvider],
 ) -> None:
