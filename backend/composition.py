@@ -30,6 +30,7 @@ from backend.memory.base import MemoryStore
 from backend.memory.database_store import DatabaseMemoryStore
 from backend.memory.file_store import FileMemoryStore
 from backend.providers.base import ChatProvider
+from backend.providers.outcomes import ProviderOutcomes
 from backend.providers.registry import build_chat_provider
 from backend.providers.scripted import ScriptedProvider
 from backend.settings import ModelSettings, Settings, tenant_settings
@@ -83,7 +84,11 @@ def build_memory_store(settings: Settings, database: Database) -> MemoryStore:
 
 
 def build_summarizer(
-    settings: Settings, provider: ChatProvider, model: ModelSettings, prompts: PromptRenderer
+    settings: Settings,
+    provider: ChatProvider,
+    model: ModelSettings,
+    prompts: PromptRenderer,
+    outcomes: ProviderOutcomes | None = None,
 ) -> tuple[Summarizer, list[ChatProvider]]:
     """The summarizer's own model when configured, falling back to the chat model."""
     chat_model = SummaryModel(provider, model.name)
@@ -91,7 +96,7 @@ def build_summarizer(
     if own.provider is None or own.name is None:
         return Summarizer([chat_model], prompts), []
     own_provider = build_chat_provider(
-        settings.providers, ModelSettings(provider=own.provider, name=own.name)
+        settings.providers, ModelSettings(provider=own.provider, name=own.name), outcomes=outcomes
     )
     return Summarizer([SummaryModel(own_provider, own.name), chat_model], prompts), [own_provider]
 
@@ -109,6 +114,7 @@ async def build_services(
     replace the configured models for every tenant (tests and embedding)."""
     prompts = PromptRenderer(settings.prompts_dir)
     database = Database(settings.database.url)
+    outcomes = ProviderOutcomes()
     try:
         await migrate(database)
         factory = RuntimeFactory(
@@ -120,6 +126,7 @@ async def build_services(
             extra_tools=tuple(extra_tools),
             provider=provider,
             summarizer_provider=summarizer_provider,
+            outcomes=outcomes,
         )
         tenants = TenantRepository(database)
         api_keys = ApiKeyRepository(database)
@@ -153,6 +160,7 @@ async def build_services(
                 runtimes=runtimes,
                 token_quota=TokenQuota(usage),
             ),
+            provider_outcomes=outcomes,
         )
         for tenant_id in settings.tenants:  # a tenant's broken template stops start-up
             await runtimes.check(tenant_id, {})
@@ -195,6 +203,7 @@ class RuntimeFactory:
     extra_tools: tuple[Tool, ...]
     provider: ChatProvider | None
     summarizer_provider: ChatProvider | None
+    outcomes: ProviderOutcomes | None = None
 
     def runtime(self, settings: Settings) -> TenantRuntime:
         """Build a tenant's runtime; ConfigError (before any client opens) if its settings
@@ -219,11 +228,11 @@ class RuntimeFactory:
             provider = (
                 ScriptedProvider(name="demo")
                 if is_demo
-                else (build_chat_provider(settings.providers, model))
+                else (build_chat_provider(settings.providers, model, outcomes=self.outcomes))
             )
             owned.append(provider)
         summarizer, own_providers = build_summarizer(
-            settings, self.summarizer_provider or provider, model, self.prompts
+            settings, self.summarizer_provider or provider, model, self.prompts, self.outcomes
         )
         owned += own_providers
         # The demo provider would "summarize" into its own canned text: no memory from it.
