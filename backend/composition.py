@@ -35,6 +35,7 @@ from backend.memory.file_store import FileMemoryStore
 from backend.model_choice import DEMO_MODEL, ModelChoice, choose_model, demo_settings
 from backend.providers.base import ChatProvider
 from backend.providers.demo import DemoProvider
+from backend.providers.outcomes import ProviderOutcomes
 from backend.providers.registry import build_chat_provider
 from backend.settings import ModelSettings, Settings, describe_problems, tenant_settings
 from backend.storage.database import Database
@@ -62,7 +63,11 @@ def build_memory_store(settings: Settings, database: Database) -> MemoryStore:
 
 
 def build_summarizer(
-    settings: Settings, provider: ChatProvider, model: ModelSettings, prompts: PromptRenderer
+    settings: Settings,
+    provider: ChatProvider,
+    model: ModelSettings,
+    prompts: PromptRenderer,
+    outcomes: ProviderOutcomes | None = None,
 ) -> tuple[Summarizer, list[ChatProvider]]:
     """The summarizer's own model when configured, falling back to the chat model."""
     chat_model = SummaryModel(provider, model.name)
@@ -70,7 +75,7 @@ def build_summarizer(
     if own.provider is None or own.name is None:
         return Summarizer([chat_model], prompts), []
     own_provider = build_chat_provider(
-        settings.providers, ModelSettings(provider=own.provider, name=own.name)
+        settings.providers, ModelSettings(provider=own.provider, name=own.name), outcomes=outcomes
     )
     return Summarizer([SummaryModel(own_provider, own.name), chat_model], prompts), [own_provider]
 
@@ -87,6 +92,7 @@ async def build_services(
     resume unfinished summaries; close them all after. `provider` and `summarizer_provider`
     replace the configured models for every tenant (tests and embedding)."""
     database = Database(settings.database.url)
+    outcomes = ProviderOutcomes()
     try:
         await migrate(database)
         factory = RuntimeFactory.for_database(
@@ -95,6 +101,7 @@ async def build_services(
             extra_tools=tuple(extra_tools),
             provider=provider,
             summarizer_provider=summarizer_provider,
+            outcomes=outcomes,
         )
         tenants = TenantRepository(database)
         api_keys = ApiKeyRepository(database)
@@ -128,6 +135,7 @@ async def build_services(
                 runtimes=runtimes,
                 token_quota=TokenQuota(usage),
             ),
+            provider_outcomes=outcomes,
         )
         for tenant_id in settings.tenants:  # a tenant's broken template stops start-up
             await runtimes.check(tenant_id, {})
@@ -191,6 +199,7 @@ class RuntimeFactory:
     extra_tools: tuple[Tool, ...]
     provider: ChatProvider | None
     summarizer_provider: ChatProvider | None
+    outcomes: ProviderOutcomes | None = None
 
     @classmethod
     def for_database(
@@ -201,6 +210,7 @@ class RuntimeFactory:
         extra_tools: tuple[Tool, ...] = (),
         provider: ChatProvider | None = None,
         summarizer_provider: ChatProvider | None = None,
+        outcomes: ProviderOutcomes | None = None,
     ) -> RuntimeFactory:
         return cls(
             prompts=PromptRenderer(settings.prompts_dir),
@@ -211,6 +221,7 @@ class RuntimeFactory:
             extra_tools=extra_tools,
             provider=provider,
             summarizer_provider=summarizer_provider,
+            outcomes=outcomes,
         )
 
     def runtime(self, settings: Settings) -> TenantRuntime:
@@ -260,12 +271,16 @@ class RuntimeFactory:
             provider = DemoProvider(key_env=choice.missing_key_env)
             owned = [provider]
         else:
-            provider = build_chat_provider(settings.providers, choice.model)
+            provider = build_chat_provider(settings.providers, choice.model, outcomes=self.outcomes)
             owned = [provider]
         if choice.is_demo and self.summarizer_provider is None:
             return provider, DemoSummarizer(provider, self.prompts), owned
         summarizer, own_providers = build_summarizer(
-            settings, self.summarizer_provider or provider, choice.model, self.prompts
+            settings,
+            self.summarizer_provider or provider,
+            choice.model,
+            self.prompts,
+            self.outcomes,
         )
         return provider, summarizer, owned + own_providers
 

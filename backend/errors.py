@@ -76,15 +76,28 @@ class ToolLoopExceeded(TallyError):
 
 
 class ProviderError(TallyError):
-    """The LLM provider failed. `retry_after` (seconds) when the vendor said when to retry."""
+    """The LLM provider failed. `retry_after` (seconds) when the vendor said when to retry.
+
+    The message names the provider, the endpoint's `url` when known, and the cause:
+    `myvendor (http://127.0.0.1:9/v1): connection refused`. It never holds a key or any
+    message content.
+    """
 
     code = "provider_error"
     status = 502
     is_retryable = False
 
-    def __init__(self, provider: str, message: str, *, retry_after: float | None = None) -> None:
-        super().__init__(f"{provider}: {message}")
+    def __init__(
+        self,
+        provider: str,
+        message: str,
+        *,
+        retry_after: float | None = None,
+        url: str | None = None,
+    ) -> None:
+        super().__init__(f"{provider} ({url}): {message}" if url else f"{provider}: {message}")
         self.provider = provider
+        self.url = url
         self.retry_after = retry_after
 
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Annotated
 
 from fastapi import Depends, Request
@@ -10,6 +10,7 @@ from fastapi import Depends, Request
 from backend.chat.runtime import RuntimeRegistry
 from backend.chat.turn import TurnRunner
 from backend.memory.base import MemoryStore
+from backend.providers.outcomes import ProviderOutcomes
 from backend.settings import Settings
 from backend.storage.database import Database
 from backend.storage.messages import MessageRepository
@@ -38,6 +39,7 @@ class Services:
     authenticator: Authenticator
     rate_limiter: RequestRateLimiter
     usage: UsageRepository
+    provider_outcomes: ProviderOutcomes = field(default_factory=ProviderOutcomes)
 
 
 def get_services(request: Request) -> Services:

@@ -1,4 +1,7 @@
-"""`GET /api/health`: liveness and readiness."""
+"""`GET /api/health`: liveness and readiness, and each provider's latest call.
+
+Health never calls a provider: it reports the outcome of the latest real call, so a probe
+every few seconds costs no tokens and cannot be rate limited."""
 
 from __future__ import annotations
 
@@ -8,7 +11,10 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from backend.api.auth import DEFAULT_TENANT
 from backend.api.deps import ServicesDep
-from backend.api.schemas import HealthPublic
+from backend.api.schemas import HealthPublic, ProviderHealthPublic
+from backend.providers.endpoints import base_url, display_url
+from backend.providers.outcomes import Outcome
+from backend.settings import ProviderSettings
 
 router = APIRouter(tags=["health"])
 
@@ -33,16 +39,40 @@ async def health(services: ServicesDep, response: Response) -> HealthPublic:
     except (SQLAlchemyError, OSError):
         database = "unavailable"
     if database != "ok":
-        response.status_code = 503
+        response.status_code = 503  # a failing provider leaves the server alive: still 200
     runtime = await services.runtimes.get(DEFAULT_TENANT)
     window = runtime.settings.persona.max_history_messages
+    outcomes = services.provider_outcomes
+    latest = outcomes.latest(runtime.model.provider)
+    is_provider_failing = latest is not None and not latest.is_ok
     return HealthPublic(
-        status="ok" if database == "ok" else "degraded",
+        status="ok" if database == "ok" and not is_provider_failing else "degraded",
         database=database,
         provider=runtime.model.provider,
         model=runtime.model.name,
+        providers=[
+            _provider_health(name, settings, outcomes.latest(name))
+            for name, settings in runtime.settings.providers.items()
+        ],
         is_demo=runtime.is_demo,
         notice=demo_notice(runtime.demo_key_env, window) if runtime.is_demo else None,
         demo_key_env=runtime.demo_key_env,
         demo_window=window if runtime.is_demo else None,
+    )
+
+
+def _provider_health(
+    name: str, settings: ProviderSettings, latest: Outcome | None
+) -> ProviderHealthPublic:
+    url = base_url(settings)
+    shown_url = display_url(url) if url else None
+    if latest is None:
+        return ProviderHealthPublic(name=name, base_url=shown_url, last_outcome="unknown")
+    return ProviderHealthPublic(
+        name=name,
+        base_url=shown_url,
+        last_outcome="ok" if latest.is_ok else "error",
+        last_error_code=latest.error_code,
+        last_error=latest.error,
+        last_at=latest.at,
     )

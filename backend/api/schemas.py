@@ -126,11 +126,28 @@ class CancelResponse(BaseModel):
     cancelled: bool
 
 
+class ProviderHealthPublic(BaseModel):
+    """A configured provider's latest call in this process; health never calls it."""
+
+    name: str
+    base_url: str | None = Field(description="where its calls go; none for the scripted kind")
+    last_outcome: Literal["ok", "error", "unknown"] = Field(
+        description="unknown until this process has called it"
+    )
+    last_error_code: str | None = None
+    last_error: str | None = Field(None, description="names the provider, its URL and the cause")
+    last_at: datetime | None = None
+
+
 class HealthPublic(BaseModel):
-    status: Literal["ok", "degraded"]
+    status: Literal["ok", "degraded"] = Field(
+        description="degraded when the database is unavailable (HTTP 503) or the default "
+        "model's provider failed its latest call (HTTP 200)"
+    )
     database: Literal["ok", "unavailable"]
     provider: str
     model: str
+    providers: list[ProviderHealthPublic]
     is_demo: bool
     notice: str | None = None
     demo_key_env: str | None = None  # demo mode: the variable to set for a real model

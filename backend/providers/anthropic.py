@@ -56,10 +56,11 @@ from backend.errors import (
     ProviderTimeout,
     ProviderUnavailable,
 )
-from backend.providers.resilience import error_for_status, parse_retry_after
+from backend.providers.endpoints import DEFAULT_BASE_URLS, Endpoint
+from backend.providers.failures import status_error, transport_error
+from backend.providers.resilience import parse_retry_after
 from backend.settings import ProviderSettings
 
-DEFAULT_BASE_URL = "https://api.anthropic.com"
 PLACEHOLDER_KEY = "sk-ant-none"  # keeps the SDK from hunting for credential files
 
 STOP_REASONS = {
@@ -97,15 +98,17 @@ Block = TextBlockParam | ImageBlockParam | ToolUseBlockParam | ToolResultBlockPa
 class AnthropicProvider:
     def __init__(self, name: str, settings: ProviderSettings) -> None:
         self.name = name
+        url = settings.base_url or DEFAULT_BASE_URLS["anthropic"]
+        self.endpoint = Endpoint.of(name, settings, url)
         self._client = anthropic.AsyncAnthropic(
-            base_url=settings.base_url or DEFAULT_BASE_URL,
+            base_url=url,
             api_key=settings.api_key() or PLACEHOLDER_KEY,
             timeout=httpx2.Timeout(settings.timeout_s, connect=settings.connect_timeout_s),
             max_retries=0,
         )
 
     async def stream(self, request: ChatRequest) -> AsyncIterator[ProviderEvent]:
-        reply = _ReplyAssembly(self.name)
+        reply = _ReplyAssembly(self.endpoint)
         has_response = False
         try:
             events = await self._client.messages.create(
@@ -124,7 +127,8 @@ class AnthropicProvider:
                     for translated in reply.feed(event):
                         yield translated
         except (anthropic.AnthropicError, httpx2.HTTPError, json.JSONDecodeError) as exc:
-            raise map_error(self.name, exc, has_response=has_response) from exc
+            error = map_error(self.endpoint, exc, has_response=has_response, model=request.model)
+            raise error from exc
         for translated in reply.finish():
             yield translated
 
@@ -140,25 +144,32 @@ def _extra_body(request: ChatRequest) -> dict[str, object] | None:
     return body or None
 
 
-def map_error(provider: str, exc: Exception, *, has_response: bool) -> ProviderError:
+def map_error(
+    endpoint: Endpoint, exc: Exception, *, has_response: bool, model: str
+) -> ProviderError:
     """Every SDK and transport failure of this adapter, as our error. `has_response` tells a
     connection that never opened (unavailable) from a stream cut after it began (bad response)."""
-    if isinstance(exc, anthropic.APITimeoutError | httpx2.TimeoutException):
-        return ProviderTimeout(provider, "the request timed out")
-    if isinstance(exc, anthropic.APIConnectionError | httpx2.TransportError):
-        if has_response:
-            return ProviderBadResponse(provider, "the stream was cut before it finished")
-        return ProviderUnavailable(provider, f"cannot connect: {exc}")
+    provider, url = endpoint.provider, endpoint.url
+    if isinstance(exc, anthropic.APIConnectionError | httpx2.TransportError):  # timeouts included
+        is_timeout = isinstance(exc, anthropic.APITimeoutError)
+        return transport_error(endpoint, exc, has_response=has_response, is_timeout=is_timeout)
     if isinstance(exc, anthropic.APIStatusError):
-        message = exc.api_message or exc.message
+        message = exc.api_message or ""
         retry_after = parse_retry_after(exc.response.headers)
         if exc.status_code < 400:  # an error event inside a started stream
             error_class = STREAM_ERRORS.get(exc.type or "", ProviderBadResponse)
-            return error_class(provider, f"{exc.type}: {message}", retry_after=retry_after)
-        if exc.status_code == 529:
-            message = f"overloaded: {message}"
-        return error_for_status(provider, exc.status_code, message, retry_after=retry_after)
-    return ProviderBadResponse(provider, f"unusable response: {exc}")
+            words = f"{exc.type}: {message}"
+            return error_class(provider, words, retry_after=retry_after, url=url)
+        return status_error(
+            endpoint,
+            exc.status_code,
+            vendor_message=message,
+            vendor_code=exc.error_code,
+            model=model,
+            path=exc.response.request.url.path,
+            retry_after=retry_after,
+        )
+    return ProviderBadResponse(provider, f"unusable response: {exc}", url=url)
 
 
 # ---- request ---------------------------------------------------------------------------------
@@ -256,7 +267,7 @@ class _ReplyAssembly:
     """Folds raw events into ours: deltas pass through at once; tool calls and usage are held
     until `message_stop`, which alone proves the reply is complete."""
 
-    provider: str
+    endpoint: Endpoint
     has_text: bool = False
     is_stopped: bool = False
     stop_reason: str | None = None
@@ -304,10 +315,11 @@ class _ReplyAssembly:
         return []
 
     def finish(self) -> list[ProviderEvent]:
+        provider, url = self.endpoint.provider, self.endpoint.url
         if not self.is_stopped:
-            raise ProviderBadResponse(self.provider, "the stream ended before message_stop")
+            raise ProviderBadResponse(provider, "the stream ended before message_stop", url=url)
         if not self.has_text and not self.tool_uses:
-            raise EmptyReply(self.provider, "the model sent no text and no tool call")
+            raise EmptyReply(provider, "the model sent no text and no tool call", url=url)
         events: list[ProviderEvent] = [
             ToolCallRequested(self.tool_uses[index].complete()) for index in sorted(self.tool_uses)
         ]

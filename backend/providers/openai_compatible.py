@@ -38,17 +38,12 @@ from backend.domain.events import (
 )
 from backend.domain.messages import ToolCall, Usage
 from backend.domain.requests import ChatRequest, RequestMessage, ToolSpec
-from backend.errors import (
-    EmptyReply,
-    ProviderBadResponse,
-    ProviderError,
-    ProviderTimeout,
-    ProviderUnavailable,
-)
-from backend.providers.resilience import error_for_status, parse_retry_after
+from backend.errors import EmptyReply, ProviderBadResponse, ProviderError
+from backend.providers.endpoints import DEFAULT_BASE_URLS, Endpoint
+from backend.providers.failures import status_error, transport_error, vendor_message
+from backend.providers.resilience import parse_retry_after
 from backend.settings import ProviderSettings
 
-DEFAULT_BASE_URL = "https://api.openai.com/v1"
 # Some servers refuse a request without a key even when they do not check it (Ollama, vLLM).
 PLACEHOLDER_KEY = "sk-none"
 # Vendors put chain-of-thought in a non-standard delta field; DeepSeek and vLLM name it
@@ -63,15 +58,17 @@ AUTHENTICATED: RequestOptions = {"security": {"bearer_auth": True}}
 class OpenAICompatibleProvider:
     def __init__(self, name: str, settings: ProviderSettings) -> None:
         self.name = name
+        url = settings.base_url or DEFAULT_BASE_URLS["openai_compatible"]
+        self.endpoint = Endpoint.of(name, settings, url)
         self._client = openai.AsyncOpenAI(
-            base_url=settings.base_url or DEFAULT_BASE_URL,
+            base_url=url,
             api_key=settings.api_key() or PLACEHOLDER_KEY,
             timeout=httpx2.Timeout(settings.timeout_s, connect=settings.connect_timeout_s),
             max_retries=0,
         )
 
     async def stream(self, request: ChatRequest) -> AsyncIterator[ProviderEvent]:
-        reply = _ReplyAssembly(self.name)
+        reply = _ReplyAssembly(self.endpoint)
         has_response = False
         body = _request_body(request)
         try:
@@ -97,7 +94,8 @@ class OpenAICompatibleProvider:
                         for event in reply.feed(chunk):
                             yield event
         except (openai.OpenAIError, httpx2.HTTPError, json.JSONDecodeError) as exc:
-            raise map_error(self.name, exc, has_response=has_response) from exc
+            error = map_error(self.endpoint, exc, has_response=has_response, model=request.model)
+            raise error from exc
         for event in [*events, *reply.finish()]:
             yield event
 
@@ -134,20 +132,27 @@ def _tool_spec(tool: ToolSpec) -> ChatCompletionFunctionToolParam:
     }
 
 
-def map_error(provider: str, exc: Exception, *, has_response: bool) -> ProviderError:
+def map_error(
+    endpoint: Endpoint, exc: Exception, *, has_response: bool, model: str
+) -> ProviderError:
     """Every SDK and transport failure of this adapter, as our error. `has_response` tells a
     connection that never opened (unavailable) from a stream cut after it began (bad response)."""
-    if isinstance(exc, openai.APITimeoutError | httpx2.TimeoutException):
-        return ProviderTimeout(provider, "the request timed out")
-    if isinstance(exc, openai.APIConnectionError | httpx2.TransportError):
-        if has_response:
-            return ProviderBadResponse(provider, "the stream was cut before it finished")
-        return ProviderUnavailable(provider, f"cannot connect: {exc}")
+    if isinstance(exc, openai.APIConnectionError | httpx2.TransportError):  # timeouts included
+        is_timeout = isinstance(exc, openai.APITimeoutError)
+        return transport_error(endpoint, exc, has_response=has_response, is_timeout=is_timeout)
     if isinstance(exc, openai.APIStatusError):
-        retry_after = parse_retry_after(exc.response.headers)
-        return error_for_status(provider, exc.status_code, exc.message, retry_after=retry_after)
+        message, code = vendor_message(exc.response)
+        return status_error(
+            endpoint,
+            exc.status_code,
+            vendor_message=message,
+            vendor_code=code,
+            model=model,
+            path=exc.response.request.url.path,
+            retry_after=parse_retry_after(exc.response.headers),
+        )
     # An `{"error": ...}` object inside the stream, unparsable chunk data, or a schema mismatch.
-    return ProviderBadResponse(provider, f"unusable response: {exc}")
+    return ProviderBadResponse(endpoint.provider, f"unusable response: {exc}", url=endpoint.url)
 
 
 # ---- request ---------------------------------------------------------------------------------
@@ -231,7 +236,7 @@ class _ReplyAssembly:
     """Folds chunks into events: deltas pass through at once, tool calls are held until the
     stream ends because their arguments arrive in pieces."""
 
-    provider: str
+    endpoint: Endpoint
     has_text: bool = False
     finish_reason: str | None = None
     usage: Usage | None = None
@@ -293,10 +298,11 @@ class _ReplyAssembly:
                 pending.arguments.append(piece.function.arguments)
 
     def finish(self) -> list[ProviderEvent]:
+        provider, url = self.endpoint.provider, self.endpoint.url
         if self.finish_reason is None:
-            raise ProviderBadResponse(self.provider, "the stream ended without a finish reason")
+            raise ProviderBadResponse(provider, "the stream ended without a finish reason", url=url)
         if not self.has_text and not self.tool_calls:
-            raise EmptyReply(self.provider, "the model sent no text and no tool call")
+            raise EmptyReply(provider, "the model sent no text and no tool call", url=url)
         events: list[ProviderEvent] = [
             ToolCallRequested(self.tool_calls[index].complete(index))
             for index in sorted(self.tool_calls)

@@ -10,6 +10,7 @@ from collections.abc import Callable, Mapping
 
 from backend.errors import ConfigError
 from backend.providers.base import ChatProvider
+from backend.providers.outcomes import ProviderOutcomes, RecordedProvider
 from backend.providers.resilience import FallbackProvider, RetryingProvider
 from backend.settings import ModelSettings, ProviderSettings
 
@@ -50,11 +51,15 @@ def build_provider(name: str, settings: ProviderSettings) -> ChatProvider:
 
 
 def build_chat_provider(
-    providers: Mapping[str, ProviderSettings], model: ModelSettings
+    providers: Mapping[str, ProviderSettings],
+    model: ModelSettings,
+    *,
+    outcomes: ProviderOutcomes | None = None,
 ) -> ChatProvider:
     """The provider a model runs on: each link of `[model, *model.fallbacks]` retried with its
     provider's retry settings, and the links chained by a `FallbackProvider` when there are
-    fallbacks (each link then sends its own model name)."""
+    fallbacks (each link then sends its own model name). With `outcomes`, every attempt of
+    every link is recorded there."""
     refs = [(model.provider, model.name)]
     refs += [(fallback.provider, fallback.name) for fallback in model.fallbacks]
     links: list[tuple[ChatProvider, str]] = []
@@ -62,8 +67,11 @@ def build_chat_provider(
         settings = providers.get(provider_name)
         if settings is None:
             raise ConfigError(f"provider {provider_name!r} is not defined under providers:")
+        adapter = build_provider(provider_name, settings)
+        if outcomes is not None:
+            adapter = RecordedProvider(adapter, outcomes)
         retrying = RetryingProvider(
-            build_provider(provider_name, settings),
+            adapter,
             max_retries=settings.max_retries,
             max_wait_s=settings.max_retry_wait_s,
         )

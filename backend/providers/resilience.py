@@ -65,19 +65,24 @@ def _finite_float(value: str | None) -> float | None:
 
 
 def error_for_status(
-    provider: str, status: int, message: str, *, retry_after: float | None = None
+    provider: str,
+    status: int,
+    message: str,
+    *,
+    retry_after: float | None = None,
+    url: str | None = None,
 ) -> ProviderError:
     """The error for an HTTP status a vendor answered with; shared by every adapter so that a
     429 or a 503 means the same thing whichever SDK saw it."""
     if status == 429:
-        return ProviderRateLimited(provider, message, retry_after=retry_after)
+        return ProviderRateLimited(provider, message, retry_after=retry_after, url=url)
     if status in (401, 403):
-        return ProviderAuthFailed(provider, message)
+        return ProviderAuthFailed(provider, message, url=url)
     if status == 408:
-        return ProviderTimeout(provider, message, retry_after=retry_after)
+        return ProviderTimeout(provider, message, retry_after=retry_after, url=url)
     if status >= 500:  # 529 (Anthropic overloaded) included
-        return ProviderUnavailable(provider, message, retry_after=retry_after)
-    return ProviderBadRequest(provider, message)
+        return ProviderUnavailable(provider, message, retry_after=retry_after, url=url)
+    return ProviderBadRequest(provider, message, url=url)
 
 
 @asynccontextmanager

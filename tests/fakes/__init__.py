@@ -4,6 +4,11 @@ Each server runs its own event loop in a background thread, so tests drive the r
 against it from any loop. Scripted steps (below) are played one per model call; with the queue
 empty a server answers `ok: <first 40 chars of the last user text>`.
 
+Like a real vendor, a server can answer 401 to a wrong key (`api_key`), 404 to an unknown model
+(`known_models`) or to a wrong path, 400 to bytes that are not HTTP (a TLS handshake sent to
+its plain-HTTP port), and serve HTTPS with a certificate no client trusts (`tls=True`).
+`SilentServer` accepts connections and never answers.
+
 This package shares nothing with `backend/`: it plays the vendor, not Tally.
 """
 
@@ -14,10 +19,13 @@ import asyncio
 import contextlib
 import json
 import re
+import socket
+import ssl
 import threading
 from collections import deque
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from types import TracebackType
 from typing import Any, Self
 
@@ -197,10 +205,20 @@ class FakeServer:
 
     label = "vendor"
 
-    def __init__(self, *, api_key: str | None = None, host: str = "127.0.0.1", port: int = 0):
+    def __init__(
+        self,
+        *,
+        api_key: str | None = None,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        known_models: Collection[str] | None = None,
+        tls: bool = False,
+    ):
         self.api_key = api_key  # None: any key is accepted
         self.host = host
         self.port = port
+        self.known_models = known_models  # None: any model is served
+        self.tls = tls  # serve HTTPS with UNTRUSTED_CERT
         self._lock = threading.Lock()
         self._steps: deque[Step] = deque()
         self._requests: list[RecordedRequest] = []
@@ -213,12 +231,20 @@ class FakeServer:
 
     @property
     def base_url(self) -> str:
-        return f"http://{self.host}:{self.port}"
+        return f"{self.scheme}://{self.host}:{self.port}"
+
+    @property
+    def scheme(self) -> str:
+        return "https" if self.tls else "http"
 
     async def route(self, request: RecordedRequest, reply: Reply) -> None:
         raise NotImplementedError
 
     def error_body(self, error: HttpError) -> object:
+        raise NotImplementedError
+
+    def unknown_model(self, model: str) -> HttpError:
+        """The vendor's 404 for a model it does not serve."""
         raise NotImplementedError
 
     # -- test-facing API --
@@ -259,6 +285,15 @@ class FakeServer:
 
     # -- playing steps --
 
+    async def answer_call(self, request: RecordedRequest, reply: Reply) -> None:
+        """One model call: a 404 for an unknown model, else the next step."""
+        model = (request.body or {}).get("model") if isinstance(request.body, dict) else None
+        if self.known_models is not None and model not in self.known_models:
+            error = self.unknown_model(str(model))
+            await reply.json(error.status, self.error_body(error))
+            return
+        await self.play(self.next_step(request), request, reply)
+
     def next_step(self, request: RecordedRequest) -> Step:
         with self._lock:
             if self._steps:
@@ -293,9 +328,10 @@ class FakeServer:
 
     def _run(self, ready: threading.Event) -> None:
         loop = asyncio.new_event_loop()
+        context = _untrusted_tls_context() if self.tls else None
         try:
             server = loop.run_until_complete(
-                asyncio.start_server(self._on_connection, self.host, self.port)
+                asyncio.start_server(self._on_connection, self.host, self.port, ssl=context)
             )
         except OSError as exc:
             self._startup_error = exc
@@ -330,8 +366,13 @@ class FakeServer:
                 await self._handle(request, reply)
                 if reply.is_closed:
                     break
-        except (ConnectionError, asyncio.IncompleteReadError):
-            pass  # the client hung up, e.g. after its own timeout
+        except NotHttp:
+            # As real HTTP servers do, e.g. to a TLS handshake sent to this plain-HTTP port.
+            writer.write(b"HTTP/1.1 400 Bad Request\r\nconnection: close\r\n\r\n")
+            with contextlib.suppress(ConnectionError):
+                await writer.drain()
+        except (ConnectionError, asyncio.IncompleteReadError, ssl.SSLError):
+            pass  # the client hung up (e.g. after its own timeout) or refused our certificate
         except asyncio.CancelledError:
             # Only `stop()` cancels; ending quietly spares asyncio's "exception never
             # retrieved" noise from a cancelled stream callback.
@@ -348,9 +389,16 @@ class FakeServer:
         await self.route(request, reply)
 
 
+class NotHttp(Exception):
+    """The client sent bytes that do not start an HTTP request."""
+
+
 async def _read_request(reader: asyncio.StreamReader) -> RecordedRequest | None:
     try:
-        head = await reader.readuntil(b"\r\n\r\n")
+        first = await reader.readexactly(1)
+        if not first.isalpha():  # every HTTP request starts with its method's name
+            raise NotHttp
+        head = first + await reader.readuntil(b"\r\n\r\n")
     except asyncio.IncompleteReadError:
         return None  # the client closed a kept-alive connection
     request_line, *header_lines = head.decode("latin-1").strip("\r\n").split("\r\n")
@@ -363,6 +411,52 @@ async def _read_request(reader: asyncio.StreamReader) -> RecordedRequest | None:
     raw = await reader.readexactly(length) if length else b""
     body = json.loads(raw) if raw else None
     return RecordedRequest(method, target.split("?", 1)[0], headers, body)
+
+
+UNTRUSTED_CERT = Path(__file__).with_name("untrusted_cert.pem")  # self-signed, with its key
+
+
+def _untrusted_tls_context() -> ssl.SSLContext:
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(UNTRUSTED_CERT)
+    return context
+
+
+def unused_port(host: str = "127.0.0.1") -> int:
+    """A port nothing listens on: a connection to it is refused."""
+    with socket.socket() as probe:
+        probe.bind((host, 0))
+        port: int = probe.getsockname()[1]
+    return port
+
+
+class SilentServer:
+    """A TCP port that takes connections and never says a word: it listens but never accepts,
+    so the kernel completes each client's handshake and queues it. An HTTP request sent there
+    waits for an answer (a read timeout); a TLS handshake waits for the server's hello (a
+    connect timeout)."""
+
+    def __init__(self, host: str = "127.0.0.1") -> None:
+        self.host = host
+        self.port = 0
+        self._socket: socket.socket | None = None
+
+    def url(self, scheme: str = "http", path: str = "/v1") -> str:
+        return f"{scheme}://{self.host}:{self.port}{path}"
+
+    def __enter__(self) -> Self:
+        self._socket = socket.socket()
+        self._socket.bind((self.host, 0))
+        self._socket.listen(64)
+        self.port = self._socket.getsockname()[1]
+        return self
+
+    def __exit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        if self._socket is not None:
+            self._socket.close()
+        self._socket = None
 
 
 def serve_forever(server: FakeServer, description: str) -> None:

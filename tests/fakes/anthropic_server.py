@@ -44,10 +44,13 @@ class FakeAnthropicServer(FakeServer):
 
     async def route(self, request: RecordedRequest, reply: Reply) -> None:
         if request.method == "POST" and request.path == "/v1/messages":
-            await self.play(self.next_step(request), request, reply)
+            await self.answer_call(request, reply)
         else:
             error = HttpError(404, f"no route for {request.method} {request.path}")
             await reply.json(404, self.error_body(error))
+
+    def unknown_model(self, model: str) -> HttpError:
+        return HttpError(404, f"model: {model}", error_type="not_found_error")
 
     def error_body(self, error: HttpError) -> object:
         default_type = "api_error" if error.status >= 500 else "invalid_request_error"

@@ -43,7 +43,7 @@ class FakeOpenAIServer(FakeServer):
 
     @property
     def base_url(self) -> str:
-        return f"http://{self.host}:{self.port}/v1"
+        return f"{self.scheme}://{self.host}:{self.port}/v1"
 
     async def route(self, request: RecordedRequest, reply: Reply) -> None:
         if request.method == "GET" and request.path == "/v1/models":
@@ -52,10 +52,14 @@ class FakeOpenAIServer(FakeServer):
             ]
             await reply.json(200, {"object": "list", "data": models})
         elif request.method == "POST" and request.path == "/v1/chat/completions":
-            await self.play(self.next_step(request), request, reply)
+            await self.answer_call(request, reply)
         else:
             error = HttpError(404, f"no route for {request.method} {request.path}")
             await reply.json(404, self.error_body(error))
+
+    def unknown_model(self, model: str) -> HttpError:
+        message = f"The model `{model}` does not exist or you do not have access to it."
+        return HttpError(404, message, error_type="model_not_found")
 
     def error_body(self, error: HttpError) -> object:
         default_type = "server_error" if error.status >= 500 else "invalid_request_error"
