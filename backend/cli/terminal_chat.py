@@ -119,7 +119,7 @@ def _show_recap(messages: list[StoredMessage], *, assistant: str) -> None:
             text = text[: RECAP_CHARS - 1] + "…"
         if message.images:
             text += f" [{len(message.images)} image(s)]"
-        print(f"  {role}: {text}")
+        print(f"  {role}: " + text.replace("\n", "\n    "))  # later lines indented under it
     print()
 
 
