@@ -22,6 +22,7 @@ from pydantic import (
 )
 
 from backend.errors import ConfigError
+from backend.resources import prompts_dir as bundled_prompts
 
 DEFAULT_CONFIG = Path("config.yaml")
 _ENV_REF = re.compile(r"^\$\{([A-Za-z_][A-Za-z0-9_]*)\}$")
@@ -230,10 +231,19 @@ def _resolve_paths(settings: Settings, base_dir: Path) -> Settings:
         update={
             "database": database,
             "memory": memory,
-            "prompts_dir": str(base_dir / settings.prompts_dir),
+            "prompts_dir": str(_prompts_dir(settings, base_dir)),
             "data_dir": str(base_dir / settings.data_dir),
         }
     )
+
+
+def _prompts_dir(settings: Settings, base_dir: Path) -> Path:
+    """`prompts_dir` as set; unset, the `prompts/` beside the config file when there is one,
+    else the bundled prompts (so a config anywhere finds templates)."""
+    if "prompts_dir" in settings.model_fields_set:
+        return base_dir / settings.prompts_dir
+    beside = base_dir / settings.prompts_dir
+    return beside if beside.is_dir() else bundled_prompts()
 
 
 # Sections a tenant may override (from config.yaml `tenants:` or the admin API). Paths and the
