@@ -35,7 +35,9 @@ def main(argv: list[str] | None = None) -> int:
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="tally", description=__doc__)
     parser.add_argument(
-        "--config", type=Path, help="config file (default: TALLY_CONFIG or config.yaml)"
+        "--config",
+        type=Path,
+        help="config file (default: TALLY_CONFIG, else config.yaml here, else built-in defaults)",
     )
     commands = parser.add_subparsers(required=True, metavar="COMMAND")
     serve = commands.add_parser("serve", help="run the HTTP server")
