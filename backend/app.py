@@ -6,7 +6,6 @@ import logging
 import os
 from collections.abc import AsyncIterator, Iterable
 from contextlib import asynccontextmanager
-from pathlib import Path
 
 from fastapi import FastAPI
 from fastapi.staticfiles import StaticFiles
@@ -16,13 +15,14 @@ from backend.api.errors import install_error_handlers
 from backend.api.limits import BodySizeLimit
 from backend.composition import ADMIN_KEY_ENV, build_services
 from backend.providers.base import ChatProvider
+from backend.resources import frontend_dir
 from backend.settings import Settings
 from backend.tools.base import Tool
 
 log = logging.getLogger("tally")
 
 DEFAULT_TENANT = "default"
-FRONTEND = Path(__file__).resolve().parent.parent / "frontend"
+FRONTEND = frontend_dir()
 
 
 def create_app(

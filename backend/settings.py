@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import difflib
 import ipaddress
+import logging
 import os
 import re
 from pathlib import Path
@@ -24,6 +25,7 @@ from pydantic import (
 )
 
 from backend.errors import ConfigError
+from backend.resources import prompts_dir as bundled_prompts
 
 DEFAULT_CONFIG = Path("config.yaml")
 _ENV_REF = re.compile(r"^\$\{([A-Za-z_][A-Za-z0-9_]*)\}$")
@@ -210,9 +212,14 @@ def load_settings(path: Path | str | None = None) -> Settings:
     """Read and validate the config file named by `path`, `TALLY_CONFIG` or `config.yaml`.
 
     Relative paths inside the file (database, prompts, data, MEMORY.md) are resolved against
-    the file's directory, so the server behaves the same from any working directory.
+    the file's directory, so the server behaves the same from any working directory. With no
+    file named and no `config.yaml` here, the built-in defaults apply, with the data in the
+    working directory; a named file that is missing is an error.
     """
-    file = Path(path or os.environ.get("TALLY_CONFIG") or DEFAULT_CONFIG)
+    named = path or os.environ.get("TALLY_CONFIG")
+    if not named and not DEFAULT_CONFIG.exists():
+        return builtin_settings()
+    file = Path(named or DEFAULT_CONFIG)
     try:
         raw = yaml.safe_load(file.read_text(encoding="utf-8")) or {}
     except OSError as exc:
@@ -222,6 +229,22 @@ def load_settings(path: Path | str | None = None) -> Settings:
     if not isinstance(raw, dict):
         raise ConfigError(f"{file}: the top level must be a mapping of settings")
     return parse_settings(raw, source=str(file), base_dir=file.resolve().parent)
+
+
+def builtin_settings() -> Settings:
+    """The defaults, for a server started where there is no config file: the database,
+    MEMORY.md and the data directory in the working directory, the bundled prompts."""
+    here = Path.cwd()
+    settings = parse_settings(
+        {"prompts_dir": str(bundled_prompts())}, source="built-in defaults", base_dir=here
+    )
+    logging.getLogger("tally").info(
+        "no config file (none named by --config or TALLY_CONFIG, no config.yaml in %s): running "
+        "on built-in defaults, with the SQLite database data/tally.db, MEMORY.md and data/ in "
+        "that directory; `tally init` writes a config.yaml and prompts/ to customise",
+        here,
+    )
+    return settings
 
 
 def parse_settings(raw: dict[str, Any], *, source: str, base_dir: Path) -> Settings:
@@ -314,10 +337,19 @@ def _resolve_paths(settings: Settings, base_dir: Path) -> Settings:
         update={
             "database": database,
             "memory": memory,
-            "prompts_dir": str(base_dir / settings.prompts_dir),
+            "prompts_dir": str(_prompts_dir(settings, base_dir)),
             "data_dir": str(base_dir / settings.data_dir),
         }
     )
+
+
+def _prompts_dir(settings: Settings, base_dir: Path) -> Path:
+    """`prompts_dir` as set; unset, the `prompts/` beside the config file when there is one,
+    else the bundled prompts (so a config anywhere finds templates)."""
+    if "prompts_dir" in settings.model_fields_set:
+        return base_dir / settings.prompts_dir
+    beside = base_dir / settings.prompts_dir
+    return beside if beside.is_dir() else bundled_prompts()
 
 
 # Sections a tenant may override (from config.yaml `tenants:` or the admin API). Paths and the

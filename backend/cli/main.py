@@ -1,4 +1,4 @@
-"""`tally serve | chat | migrate | doctor | memory | tenants | keys | bench`."""
+"""`tally serve | chat | migrate | doctor | memory | tenants | keys | bench | init`."""
 
 from __future__ import annotations
 
@@ -33,7 +33,9 @@ def main(argv: list[str] | None = None) -> int:
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="tally", description=__doc__)
     parser.add_argument(
-        "--config", type=Path, help="config file (default: TALLY_CONFIG or config.yaml)"
+        "--config",
+        type=Path,
+        help="config file (default: TALLY_CONFIG, else config.yaml here, else built-in defaults)",
     )
     commands = parser.add_subparsers(required=True, metavar="COMMAND")
     serve = commands.add_parser("serve", help="run the HTTP server")
@@ -74,6 +76,10 @@ def _parser() -> argparse.ArgumentParser:
     bench = commands.add_parser("bench", help="measure per-turn server overhead")
     bench.add_argument("--quick", action="store_true", help="fewer turns, for a smoke run")
     bench.set_defaults(command=_bench)
+    init = commands.add_parser("init", help="write a commented config.yaml and prompts/")
+    init.add_argument("directory", nargs="?", type=Path, default=Path("."), metavar="DIR")
+    init.add_argument("--force", action="store_true", help="overwrite files that exist")
+    init.set_defaults(command=_init)
     for sub in (serve, chat, migrate, doctor, memory, tenants, keys, bench):
         sub.add_argument("--config", type=Path, default=argparse.SUPPRESS)
     return parser
@@ -157,3 +163,9 @@ def _bench(args: argparse.Namespace) -> int:
     from backend.bench.benchmark import run_benchmark
 
     return run_benchmark(_settings(args), is_quick=args.quick)
+
+
+def _init(args: argparse.Namespace) -> int:
+    from backend.cli.init_command import run_init
+
+    return run_init(args.directory, is_forced=args.force)
