@@ -127,7 +127,7 @@ def stream_until_killed(
     return started
 
 
-def wait_for(condition: Callable[[], bool], *, what: str, timeout_s: float = 5.0) -> None:
+def wait_for(condition: Callable[[], bool], *, what: str, timeout_s: float = 60.0) -> None:
     deadline = time.monotonic() + timeout_s
     while not condition():
         assert time.monotonic() < deadline, f"{what} did not happen within {timeout_s} s"
