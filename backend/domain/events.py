@@ -40,8 +40,9 @@ class RetryScheduled:
 
     attempt: int
     delay_s: float
-    reason: str
+    reason: str  # the failure's code, or "fallback"
     provider: str
+    message: str = ""  # what failed: the provider, its URL and the cause
 
 
 ProviderEvent = (

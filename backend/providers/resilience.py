@@ -137,9 +137,15 @@ class RetryingProvider:
                 delay = None if has_content else self._delay_before_retry(exc, attempt)
                 if delay is None:
                     raise
-                reason = exc.code
+                failure = exc
             attempt += 1
-            yield RetryScheduled(attempt=attempt, delay_s=delay, reason=reason, provider=self.name)
+            yield RetryScheduled(
+                attempt=attempt,
+                delay_s=delay,
+                reason=failure.code,
+                provider=self.name,
+                message=failure.message,
+            )
             await self._sleep(delay)
 
     def _delay_before_retry(self, error: ProviderError, attempt: int) -> float | None:
@@ -172,10 +178,15 @@ class FallbackProvider:
         self.name = self.chain[0][0].name
 
     async def stream(self, request: ChatRequest) -> AsyncIterator[ProviderEvent]:
+        failure: ProviderError | None = None
         for position, (provider, model) in enumerate(self.chain):
-            if position > 0:
+            if failure is not None:
                 yield RetryScheduled(
-                    attempt=position, delay_s=0.0, reason="fallback", provider=provider.name
+                    attempt=position,
+                    delay_s=0.0,
+                    reason="fallback",
+                    provider=provider.name,
+                    message=f"{failure.message}; falling back to {provider.name} ({model})",
                 )
             has_content = False
             try:
@@ -188,6 +199,7 @@ class FallbackProvider:
                 is_last = position == len(self.chain) - 1
                 if has_content or not exc.is_retryable or is_last:
                     raise
+                failure = exc
 
     async def aclose(self) -> None:
         for provider, _model in self.chain:
