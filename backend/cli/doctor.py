@@ -81,12 +81,8 @@ async def _check_provider(settings: Settings, *, is_offline: bool) -> bool:
             return _report("ok", f"provider {model.provider}", "not called (--offline)")
         await _ping(provider, model.name)
     except TallyError as exc:
-        return _report(
-            "FAIL",
-            f"provider {model.provider}",
-            exc.message,
-            "check base_url, the key and the model",
-        )
+        # The message names the provider, its URL and the cause.
+        return _report("FAIL", "provider", exc.message, "check base_url, the key and the model")
     finally:
         await provider.aclose()
     return _report("ok", f"provider {model.provider}", f"{model.name} answered")
