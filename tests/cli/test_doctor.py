@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import shutil
+import socket
 from pathlib import Path
 
 import pytest
@@ -65,3 +66,18 @@ def test_a_missing_key_is_named_when_another_provider_has_one(tmp_path: Path) ->
 def test_a_file_that_cannot_be_read_fails(tmp_path: Path) -> None:
     broken = tally("--config", str(tmp_path / "missing.yaml"), "doctor")
     assert broken.returncode == 1 and "FAIL  config" in broken.stdout
+
+
+def test_an_unreachable_provider_is_named_with_its_url_and_the_cause(tmp_path: Path) -> None:
+    with socket.socket() as probe:  # a port nothing listens on
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    url = f"http://127.0.0.1:{port}/v1"
+    path = config(
+        tmp_path,
+        f"providers:\n  myvendor: {{kind: openai_compatible, base_url: '{url}', max_retries: 0,"
+        " api_key_env: MYVENDOR_KEY}\nmodel: {provider: myvendor, name: m}\n",
+    )
+    result = tally("--config", str(path), "doctor", env={"MYVENDOR_KEY": "k"})
+    assert result.returncode == 1
+    assert f"FAIL  provider: myvendor ({url}): connection refused" in result.stdout
