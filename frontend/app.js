@@ -44,28 +44,39 @@ onUnauthorized(() => signIn.show());
 
 // ---- header, theme, language, sidebar ------------------------------------------------------
 
+const chatTitle = $("chat-title"); // kept: a rename box stands in for it while open
+
 function showTitle(session) {
-  const title = $("chat-title");
   if (session?.title) {
-    delete title.dataset.i18n;
-    title.textContent = session.title;
-  } else setText(title, "untitled");
+    delete chatTitle.dataset.i18n;
+    chatTitle.textContent = session.title;
+  } else setText(chatTitle, "untitled");
   $("rename-button").hidden = !session;
   document.title = session?.title ? `${session.title} · Tally` : "Tally";
 }
 
+let titleEditor = null; // the open rename box in the header, if any
+
 $("rename-button").addEventListener("click", () => {
   const session = state.session;
-  if (!session) return;
-  editInline($("chat-title"), session.title, async (title) => {
+  if (!session || titleEditor) return;
+  const save = async (title) => {
     try {
-      state.session = await api.renameSession(session.id, title);
-      showTitle(state.session);
+      const renamed = await api.renameSession(session.id, title);
+      if (state.session?.id === renamed.id) {
+        state.session = renamed;
+        showTitle(renamed);
+      }
       toast("renamed");
       await sessions.refresh();
     } catch (err) {
       toast({ raw: `${err.code}: ${err.message}` }, { isError: true });
     }
+  };
+  titleEditor = editInline(chatTitle, session.title, save, {
+    onClose: () => {
+      titleEditor = null;
+    },
   });
 });
 
@@ -131,6 +142,7 @@ async function openRoute() {
   const id = routeId();
   closeSidebar();
   if (id && id === state.sessionId && state.session) return; // already open
+  titleEditor?.cancel(); // a rename box still open belongs to the conversation being left
   state.sessionId = id;
   state.session = null;
   sessions.setActive(id);
@@ -139,7 +151,7 @@ async function openRoute() {
   updateComposer();
   if (!id) {
     thread.empty((text) => send(text));
-    composer.focus();
+    composer.focusIfIdle();
     return;
   }
   thread.loading();
@@ -149,7 +161,7 @@ async function openRoute() {
     state.session = session;
     showTitle(session);
     if (await thread.show(session, { isDemo: state.isDemo })) reattachTurn(id);
-    composer.focus();
+    composer.focusIfIdle();
   } catch (err) {
     if (state.sessionId !== id) return;
     if (err.status === 404) {

@@ -23,6 +23,8 @@ export class MemoryPanel {
       onChanged: () => this.refresh(),
       onOpenSession: () => this.close(),
     };
+    this.views = []; // the MemoryEntryViews drawn, in order
+    this.loads = 0; // the latest load wins: an older answer arriving late is dropped
     openButton.addEventListener("click", () => this.open());
     panel.querySelector(".memory-close").addEventListener("click", () => this.close());
     panel.querySelector(".memory-edit").addEventListener("click", () => this.editRaw());
@@ -35,8 +37,10 @@ export class MemoryPanel {
 
   /** Show the panel's button only if the server answers `GET /api/memory`. */
   async probe() {
+    const load = ++this.loads;
     try {
-      this.show(await api.memory());
+      const memory = await api.memory();
+      if (load === this.loads) this.show(memory);
       this.openButton.hidden = false;
     } catch {
       this.openButton.hidden = true; // 404: not built on this server; anything else: not usable
@@ -47,14 +51,20 @@ export class MemoryPanel {
     this.drawEntries([...entries].reverse()); // newest first
   }
 
+  /**
+   * Draw `entries`. An entry the reader is working on (an open edit, a confirmation, an error)
+   * keeps its view, so a redraw for another entry's change does not throw that work away.
+   */
   drawEntries(entries) {
-    if (entries.length === 0) {
+    const busy = new Map(this.views.filter((v) => v.isBusy).map((v) => [v.entry.id, v]));
+    this.views = entries.map(
+      (entry) => busy.get(entry.id) ?? new MemoryEntryView(entry, this.entryActions),
+    );
+    if (this.views.length === 0) {
       this.list.replaceChildren(h("p", { class: "muted", t: "memoryEmpty" }));
       return;
     }
-    this.list.replaceChildren(
-      ...entries.map((entry) => new MemoryEntryView(entry, this.entryActions).el),
-    );
+    this.list.replaceChildren(...this.views.map((view) => view.el));
   }
 
   async open() {
@@ -62,6 +72,9 @@ export class MemoryPanel {
     this.backdrop.hidden = false;
     this.backdrop.onclick = () => this.close();
     this.search.value = "";
+    // What was drawn before may be stale: nothing to click until the fresh list is in.
+    this.views = [];
+    this.list.replaceChildren(h("p", { class: "muted", t: "loading" }));
     await this.probe();
   }
 
@@ -74,9 +87,12 @@ export class MemoryPanel {
   /** Redraw the list: every entry, or those matching the search box (best first). */
   async refresh() {
     const query = this.search.value.trim();
+    const load = ++this.loads;
     try {
-      if (query) this.drawEntries((await api.memoryEntries(query)).entries ?? []);
-      else this.show(await api.memory());
+      const found = query ? await api.memoryEntries(query) : await api.memory();
+      if (load !== this.loads) return;
+      if (query) this.drawEntries(found.entries ?? []);
+      else this.show(found);
     } catch (err) {
       toast({ raw: `${err.code}: ${err.message}` }, { isError: true });
     }

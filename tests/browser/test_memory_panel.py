@@ -3,11 +3,12 @@ reverted."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 from pathlib import Path
 
 import pytest
-from playwright.async_api import Browser, expect
+from playwright.async_api import Browser, Route, expect
 
 from backend.providers.scripted import ScriptedProvider
 from tests.browser.harness import Tally, running_tally
@@ -168,3 +169,36 @@ async def test_a_compacted_entry_links_to_its_conversation_and_reverts(
         await page.get_by_test_id("memory-panel").locator(".memory-close").click()
         await expect(page.locator(".window")).to_contain_text("Water daily?")
         await tally.screenshot(page, "memory-reverted")
+
+
+async def test_an_edit_begun_as_the_panel_opens_survives_the_fresh_list(tally: Tally) -> None:
+    """Opening the panel reloads the list; an entry clicked meanwhile must not be drawn
+    away under the reader, with the edit box it opened."""
+    content = "2026-11-29|web|Prefers metric units\n2026-11-30|manual|Grows tomatoes\n"
+    assert (await tally.client.put("/api/memory", json={"content": content})).status_code == 200
+    page = await tally.open_page()
+    await expect(page.get_by_test_id("memory-button")).to_be_visible()  # the first read is in
+    reload_released = asyncio.Event()
+
+    async def hold_reload(route: Route) -> None:
+        await reload_released.wait()
+        await route.continue_()
+
+    await page.route("**/api/memory", hold_reload)
+    await page.get_by_test_id("memory-button").click()
+    entry = page.get_by_test_id("memory-entry").first
+    clicking = asyncio.ensure_future(entry.get_by_test_id("memory-edit-entry").click())
+    # The reload answers once the panel shows it is loading, or the click has opened an edit.
+    loading_or_editing = page.locator(".memory-list .muted, [data-testid=memory-entry-input]")
+    await expect(loading_or_editing.first).to_be_visible()
+    reload_released.set()
+    await clicking
+    box = page.get_by_test_id("memory-entry-input")
+    await expect(page.get_by_test_id("memory-entry")).to_have_count(2)
+    await expect(box).to_have_value("Grows tomatoes")
+    await expect(box).to_be_focused()
+    await box.fill("Grows tomatoes and beans")
+    await box.press("Enter")
+    await expect(page.get_by_test_id("memory-content").first).to_have_text(
+        "Grows tomatoes and beans"
+    )

@@ -2,18 +2,21 @@
 
 from __future__ import annotations
 
+import asyncio
+import re
 from typing import Any
 
 import pytest
-from playwright.async_api import expect
+from playwright.async_api import Route, expect
 
 from backend.providers.scripted import ScriptedProvider
-from tests.browser.harness import Tally, wait_for_reply
+from tests.browser.harness import Tally, last_reply, send, wait_for_reply
 
 # The shared browser lives in the session's event loop (see harness.py).
 pytestmark = pytest.mark.asyncio(loop_scope="session")
 
 TENANT = "default"  # auth.mode: none
+SESSION_URL = re.compile(r"/api/chat/sessions/[^/?]+$")
 
 
 async def create_session(tally: Tally, title: str) -> dict[str, Any]:
@@ -117,3 +120,72 @@ async def test_sessions_are_listed_newest_first_renamed_searched_and_deleted(
         "A brand new question\non two lines"
     )
     await tally.screenshot(page, "sessions")
+
+
+async def test_rename_box_in_the_header_survives_the_conversation_loading(tally: Tally) -> None:
+    """The title (and its rename button) is drawn before the messages arrive; when they do,
+    the page must not take the focus from the open rename box, which would close it."""
+    session = await create_session(tally, "Slow to load")
+    page = await tally.open_page()
+    messages_released = asyncio.Event()
+
+    async def hold_messages(route: Route) -> None:
+        await messages_released.wait()
+        await route.continue_()
+
+    await page.route("**/api/chat/sessions/*/messages*", hold_messages)
+    await page.get_by_test_id("session-item").locator(".session-link").click()
+    await expect(page.get_by_test_id("chat-title")).to_have_text("Slow to load")
+    await page.get_by_test_id("rename-session").click()
+    title_box = page.locator(".chat-head .inline-input")
+    await expect(title_box).to_be_focused()
+    messages_released.set()
+    await expect(page.locator(".thread .window")).to_be_attached()  # the messages are drawn
+    await expect(title_box).to_be_focused()
+    await title_box.fill("Loaded, renamed")
+    await title_box.press("Enter")
+    await expect(page.get_by_test_id("chat-title")).to_have_text("Loaded, renamed")
+    stored = (await tally.client.get(f"/api/chat/sessions/{session['id']}")).json()
+    assert stored["title"] == "Loaded, renamed"
+
+
+async def test_sidebar_rename_and_delete_survive_a_list_refresh(
+    tally: Tally, provider: ScriptedProvider
+) -> None:
+    """A turn that ends, or a search, redraws the list: a rename box open in it keeps its
+    text, and a delete button armed by a first click still deletes on the second."""
+    for title in ("Alpha notes", "Beta notes"):
+        await create_session(tally, title)
+    provider.delay_s = 0.05
+    provider.push(" ".join(f"word{n}" for n in range(30)))
+    page = await tally.open_page()
+    items = page.get_by_test_id("session-item")
+    await expect(items).to_have_count(2)
+
+    await send(page, "A slow question")
+    await expect(last_reply(page).locator(".md")).to_contain_text("word1")
+    await expect(items).to_have_count(3)
+    alpha = items.filter(has_text="Alpha notes")
+    await alpha.hover()  # an item's buttons show on hover (or focus)
+    await alpha.get_by_role("button", name="Rename").click()
+    rename_box = page.locator(".session-list .inline-input")
+    await rename_box.fill("Alpha, renamed")
+    # The turn's end refreshes the list, then reads the session once the list is drawn.
+    list_read = page.expect_response(lambda r: "/api/chat/sessions?" in r.url)
+    session_read = page.expect_response(lambda r: SESSION_URL.search(r.url) is not None)
+    async with list_read, session_read:
+        await wait_for_reply(page)
+    await expect(rename_box).to_have_value("Alpha, renamed")
+    await expect(rename_box).to_be_focused()
+    await rename_box.press("Enter")
+    await expect(items.filter(has_text="Alpha, renamed")).to_have_count(1)
+
+    beta = items.filter(has_text="Beta notes")
+    await beta.hover()
+    await beta.get_by_role("button", name="Delete").click()  # armed
+    await page.get_by_test_id("session-search").fill("notes")  # the list is drawn again
+    await expect(items).to_have_count(1)
+    await beta.get_by_role("button", name="Delete").click()  # confirms
+    await expect(items).to_have_count(0)
+    listed = (await tally.client.get("/api/chat/sessions")).json()
+    assert sorted(s["title"] for s in listed["sessions"]) == ["A slow question", "Alpha, renamed"]
