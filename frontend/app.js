@@ -23,7 +23,11 @@ const state = {
   contexts: new Map(), // session id → {tokens, budget} of its last completed turn
 };
 
-const thread = new Thread($("messages"));
+const thread = new Thread($("messages"), {
+  onSummaryState: (summaryState) => {
+    $("summary-add-button").hidden = summaryState !== "none";
+  },
+});
 const composer = new Composer($("composer"), {
   onSend: (text, images) => send(text, null, images),
   onStop: () => stop(),
@@ -52,6 +56,7 @@ function showTitle(session) {
     chatTitle.textContent = session.title;
   } else setText(chatTitle, "untitled");
   $("rename-button").hidden = !session;
+  if (!session) $("summary-add-button").hidden = true; // the thread shows it with the session
   document.title = session?.title ? `${session.title} · Tally` : "Tally";
 }
 
@@ -79,6 +84,8 @@ $("rename-button").addEventListener("click", () => {
     },
   });
 });
+
+$("summary-add-button").addEventListener("click", () => thread.editSummary());
 
 function isDark() {
   const chosen = document.documentElement.dataset.theme;

@@ -76,10 +76,13 @@ function drawMessages(messages, calls, options) {
 }
 
 export class Thread {
-  constructor(scroller) {
+  /** `onSummaryState(state)`: the open session's summary card is "none", "shown" or "editing". */
+  constructor(scroller, { onSummaryState = () => {} } = {}) {
     this.scroller = scroller;
     this.inner = scroller.querySelector(".thread");
     this.session = null;
+    this.summary = null;
+    this.onSummaryState = onSummaryState;
   }
 
   get isNearBottom() {
@@ -98,11 +101,13 @@ export class Thread {
 
   loading() {
     this.session = null;
+    this.summary = null;
     this.inner.replaceChildren(h("div", { class: "thread-loading", t: "loading" }));
   }
 
   empty(onSuggestion) {
     this.session = null;
+    this.summary = null;
     const suggestions = ["suggest1", "suggest2", "suggest3"].map((key) =>
       h(
         "button",
@@ -139,7 +144,9 @@ export class Thread {
     this.oldestId = page.messages[0]?.id ?? null;
     this.earlier = h("div", { class: "earlier" });
     this.archived = h("div", { class: "archived", hidden: true });
-    this.summary = new SummaryCard(session.summary, (text) => this.saveSummary(text));
+    this.summary = new SummaryCard(session.summary, (text) => this.saveSummary(text), {
+      onState: (state) => this.onSummaryState(state),
+    });
     this.window = h(
       "div",
       { class: "window" },
@@ -157,12 +164,16 @@ export class Thread {
     return session;
   }
 
-  /** Refresh the summary after a turn (compaction may have rewritten it). */
+  /** Write a summary by hand (the session has none, so its card is not shown yet). */
+  editSummary() {
+    this.summary?.edit();
+  }
+
+  /** Refresh the summary after a turn (compaction may have written or rewritten it). */
   updateSession(session) {
     if (!this.session || session.id !== this.session.id) return;
-    const isEditing = this.summary.el.querySelector("form");
     this.session = session;
-    if (!isEditing && this.summary.summary !== session.summary) {
+    if (!this.summary.isEditing && this.summary.summary !== session.summary) {
       this.summary.summary = session.summary;
       this.summary.show();
     }

@@ -27,7 +27,8 @@ async def test_chinese_reply_and_chinese_interface(
     await wait_for_reply(page)
     await expect(last_reply(page).locator(".md")).to_contain_text("记忆窗口之外的消息会写进摘要")
     await expect(last_reply(page).locator("strong")).to_have_text("中文")
-    await expect(page.get_by_test_id("summary")).to_contain_text("更早对话的摘要")
+    await expect(page.get_by_test_id("summary")).to_be_hidden()  # no summary yet: no card
+    await expect(page.get_by_test_id("summary-add")).to_have_attribute("aria-label", "添加摘要")
     await tally.screenshot(page, "chinese")
 
     await page.get_by_test_id("lang-toggle").click()  # the toggle relabels the page in place

@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import asyncio
 import re
+from pathlib import Path
 from typing import Any
 
 import pytest
-from playwright.async_api import Route, expect
+from playwright.async_api import Browser, Route, expect
 
 from backend.providers.scripted import ScriptedProvider
-from tests.browser.harness import Tally, last_reply, send, wait_for_reply
+from tests.browser.harness import Tally, last_reply, running_tally, send, wait_for_reply
+from tests.fakes.summarizer import EchoSummarizer
 
 # The shared browser lives in the session's event loop (see harness.py).
 pytestmark = pytest.mark.asyncio(loop_scope="session")
@@ -31,11 +33,14 @@ async def test_summary_edited_in_the_page_persists_after_reload(tally: Tally) ->
     session = await create_session(tally, "Planning the garden")
     page = await tally.open_page(f"/#/s/{session['id']}")
     await expect(page.get_by_test_id("chat-title")).to_have_text("Planning the garden")
+    await expect(page.get_by_test_id("summary")).to_be_hidden()  # none yet: no card
 
-    await page.get_by_test_id("summary-edit").click()
+    await page.get_by_test_id("summary-add").click()  # the header's "Add summary"
+    await expect(page.get_by_test_id("summary-input")).to_be_focused()
     await page.get_by_test_id("summary-input").fill("Tomatoes go by the south wall.\nWater daily.")
     await page.get_by_test_id("summary-save").click()
     await expect(page.get_by_test_id("summary-text")).to_contain_text("south wall")
+    await expect(page.get_by_test_id("summary-add")).to_be_hidden()  # the card edits it now
 
     await page.reload()
     await expect(page.get_by_test_id("summary-text")).to_have_text(
@@ -44,6 +49,65 @@ async def test_summary_edited_in_the_page_persists_after_reload(tally: Tally) ->
     stored = (await tally.client.get(f"/api/chat/sessions/{session['id']}")).json()
     assert stored["summary"] == "Tomatoes go by the south wall.\nWater daily."
     await tally.screenshot(page, "summary")
+
+    await page.get_by_test_id("summary-edit").click()  # emptied: the card goes again
+    await page.get_by_test_id("summary-input").fill("")
+    await page.get_by_test_id("summary-save").click()
+    await expect(page.get_by_test_id("summary")).to_be_hidden()
+    await expect(page.get_by_test_id("summary-add")).to_be_visible()
+
+
+async def test_summary_card_appears_only_once_the_session_has_a_summary(
+    tally: Tally, provider: ScriptedProvider
+) -> None:
+    provider.push("First answer.", "Second answer.")
+    session = await create_session(tally, "No summary yet")
+    page = await tally.open_page(f"/#/s/{session['id']}")
+    await send(page, "First question")
+    await wait_for_reply(page)
+    await expect(page.get_by_test_id("summary")).to_be_hidden()
+    assert "none yet" not in await page.inner_text("main")
+
+    # The summary arrives between turns (as the summarizer writes it, off the request path);
+    # the page picks it up after the next turn, without a reload.
+    put = await tally.client.put(
+        f"/api/chat/sessions/{session['id']}/summary", json={"summary": "The reader asked twice."}
+    )
+    assert put.status_code == 200
+    await send(page, "Second question")
+    await wait_for_reply(page)
+    await expect(page.get_by_test_id("summary-text")).to_have_text("The reader asked twice.")
+    await expect(page.get_by_test_id("summary")).to_be_visible()
+    await expect(page.get_by_test_id("summary-add")).to_be_hidden()
+    await expect(page.get_by_test_id("user-message")).to_have_count(2)  # nothing was reloaded
+
+
+async def test_summary_written_by_the_summarizer_appears_after_the_next_turn(
+    browser: Browser, tmp_path: Path
+) -> None:
+    provider = ScriptedProvider(delay_s=0.01)
+    async with running_tally(
+        browser,
+        tmp_path,
+        provider,
+        summarizer=EchoSummarizer(),
+        persona={"max_history_messages": 4},
+        memory={"path": str(tmp_path / "MEMORY.md"), "overflow_batch": 2},
+    ) as tally:
+        page = await tally.open_page()
+        for question in ("Tomatoes?", "Basil?", "Water?"):  # 6 messages: the window overflows
+            provider.push("Noted.")
+            await send(page, question)
+            await wait_for_reply(page)
+        await tally.app.state.services.runtimes.wait_idle()  # the summarizer has written
+        provider.push("Noted again.")
+        await send(page, "Compost?")
+        await wait_for_reply(page)
+        await expect(page.get_by_test_id("summary-text")).to_contain_text("The user sent")
+        session_id = page.url.rsplit("/", 1)[-1]
+        stored = (await tally.client.get(f"/api/chat/sessions/{session_id}")).json()
+        await expect(page.get_by_test_id("summary-text")).to_have_text(stored["summary"])
+        await tally.screenshot(page, "summary-from-summarizer")
 
 
 async def test_archived_messages_appear_on_request_before_the_summary(
