@@ -3,6 +3,7 @@
 
 import { api, apiKey, onUnauthorized, setApiKey } from "./api.js";
 import { SignIn } from "./auth.js";
+import { DemoBanner } from "./banner.js";
 import { Composer } from "./composer.js";
 import { icon, setText, toast } from "./dom.js";
 import { ContextGauge } from "./gauge.js";
@@ -43,6 +44,7 @@ const memory = new MemoryPanel($("memory-panel"), $("memory-button"), $("backdro
   onReverted: (id) => reloadSession(id),
 });
 const gauge = new ContextGauge($("context-gauge"));
+const demoBanner = new DemoBanner($("demo-banner"));
 const signIn = new SignIn($("auth"), { onSignedIn: () => boot() });
 onUnauthorized(() => signIn.show());
 
@@ -302,14 +304,12 @@ async function afterTurn(sessionId) {
 // ---- start-up ------------------------------------------------------------------------------
 
 async function showHealth() {
-  const banner = $("demo-banner");
   const pill = $("model-pill");
   try {
     const health = await api.health();
     if (health.status !== "ok") toast("degraded", { isError: true });
     state.isDemo = health.is_demo;
-    banner.hidden = !health.is_demo;
-    banner.querySelector(".demo-notice").textContent = health.notice ?? "";
+    demoBanner.show(health);
     pill.textContent = health.is_demo ? "" : health.model;
     pill.title = `${health.provider} · ${health.model}`;
     pill.hidden = !pill.textContent;

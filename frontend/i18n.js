@@ -67,6 +67,12 @@ const STRINGS = {
     earlierDivider: "Earlier messages · outside the memory window",
     demoTitle: "Demo mode",
     demoBadge: "demo",
+    demoNoKeyEnv:
+      "Tally is answering with its built-in demo provider because {env} is not set. Set it (or edit config.yaml) and restart to talk to a real model.",
+    demoNoKey:
+      "Tally is answering with its built-in demo provider: no LLM provider key is configured. Set one (or edit config.yaml) and restart to talk to a real model.",
+    demoWindow: "The demo keeps only the last {n} messages of a conversation in mind.",
+    demoDismiss: "Dismiss",
     emptyTitle: "How can I help?",
     emptySubtitle: "Ask anything. Conversations are saved in the sidebar.",
     suggest1: "What time is it in Shanghai?",
@@ -177,6 +183,12 @@ const STRINGS = {
     earlierDivider: "更早的消息 · 已在记忆窗口之外",
     demoTitle: "演示模式",
     demoBadge: "演示",
+    demoNoKeyEnv:
+      "未设置 {env}，Tally 正在用内置的演示模型回答。设置它（或修改 config.yaml）并重启后即可与真实模型对话。",
+    demoNoKey:
+      "未配置任何 LLM 服务商密钥，Tally 正在用内置的演示模型回答。设置密钥（或修改 config.yaml）并重启后即可与真实模型对话。",
+    demoWindow: "演示模式只记住对话中最近的 {n} 条消息。",
+    demoDismiss: "关闭提示",
     emptyTitle: "有什么可以帮你？",
     emptySubtitle: "随便问。所有对话都保存在侧边栏。",
     suggest1: "上海现在几点？",

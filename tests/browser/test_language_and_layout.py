@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 from playwright.async_api import Browser, expect
@@ -39,18 +40,90 @@ async def test_chinese_reply_and_chinese_interface(
     await expect(page.get_by_test_id("new-chat")).to_have_text("New chat")
 
 
+def expected_cause(health: dict[str, Any]) -> str:
+    """What the banner must name as the cause, from the server's own health answer."""
+    env = health.get("demo_key_env")
+    return f"{env} is not set" if env else "no LLM provider key is configured"
+
+
 async def test_demo_provider_is_shown_plainly(browser: Browser, tmp_path: Path) -> None:
     async with running_tally(browser, tmp_path, provider=None) as tally:
+        health = (await tally.client.get("/api/health")).json()
+        assert health["is_demo"] is True
         page = await tally.open_page()
         banner = page.get_by_test_id("demo-banner")
         await expect(banner).to_be_visible()
         await expect(banner).to_contain_text("demo provider")
+        await expect(banner).to_contain_text(expected_cause(health))
 
         await send(page, "Is anyone there?")
         await wait_for_reply(page)
         await expect(last_reply(page)).to_contain_text("built-in demo provider")
         await expect(last_reply(page).locator(".badge-demo")).to_be_visible()
         await tally.screenshot(page, "demo")
+
+        await banner.get_by_test_id("demo-dismiss").click()
+        await expect(banner).to_be_hidden()
+        await page.reload()  # remembered for this browser session
+        await expect(page.locator(".thread .window")).to_be_attached()  # drawn after health
+        await expect(banner).to_be_hidden()
+        fresh = await tally.open_page()  # another browser session shows it again
+        await expect(fresh.get_by_test_id("demo-banner")).to_be_visible()
+
+
+async def test_demo_banner_speaks_chinese_and_never_shows_the_english_notice(
+    browser: Browser, tmp_path: Path
+) -> None:
+    async with running_tally(browser, tmp_path, provider=None) as tally:
+        health = (await tally.client.get("/api/health")).json()
+        page = await tally.open_page(locale="zh-CN")
+        banner = page.get_by_test_id("demo-banner")
+        await expect(banner).to_contain_text("演示模式")
+        await expect(banner).to_contain_text("内置的演示模型")
+        text = await banner.inner_text()
+        assert health["notice"] not in text
+        assert "provider" not in text and "configured" not in text
+        if health.get("demo_key_env"):
+            assert health["demo_key_env"] in text
+        else:
+            assert "未配置任何 LLM 服务商密钥" in text
+        await expect(banner.get_by_test_id("demo-dismiss")).to_have_attribute(
+            "aria-label", "关闭提示"
+        )
+        await tally.screenshot(page, "demo-chinese")
+
+        await page.get_by_test_id("lang-toggle").click()  # relabelled in place
+        await expect(banner).to_contain_text(expected_cause(health))
+
+
+async def test_demo_banner_text_is_built_from_the_health_fields(tally: Tally) -> None:
+    """The fields `GET /api/health` may carry, as the page reads them, in both languages."""
+    page = await tally.open_page()
+    texts = await page.evaluate(
+        """async () => {
+            const { demoNoticeText } = await import("/banner.js");
+            const { setLanguage } = await import("/i18n.js");
+            const shapes = [
+                { is_demo: true, demo_key_env: "ANTHROPIC_API_KEY", demo_window: 6 },
+                { is_demo: true, demo_key_env: null, demo_window: null },
+                { is_demo: true, notice: "No LLM provider key is configured: ..." },
+                { is_demo: true, demo_key_env: "<b>not a name</b>", demo_window: "6" },
+            ];
+            const english = shapes.map(demoNoticeText);
+            setLanguage("zh");
+            const chinese = shapes.map(demoNoticeText);
+            setLanguage("en");
+            return { english, chinese };
+        }"""
+    )
+    named, none, absent, odd = texts["english"]
+    assert "ANTHROPIC_API_KEY is not set" in named and "last 6 messages" in named
+    assert "no LLM provider key is configured" in none and "messages" not in none
+    assert absent == none  # an older server, without the new fields
+    assert odd == none
+    named_zh, none_zh, _, _ = texts["chinese"]
+    assert "未设置 ANTHROPIC_API_KEY" in named_zh and "最近的 6 条消息" in named_zh
+    assert "未配置任何 LLM 服务商密钥" in none_zh
 
 
 async def test_phone_width_dark_theme_keeps_everything_reachable(
