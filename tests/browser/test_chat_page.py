@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import os
 import shutil
+import socket
 import struct
 import zlib
 from datetime import datetime
@@ -12,12 +13,12 @@ from pathlib import Path
 from zoneinfo import ZoneInfo
 
 import pytest
-from playwright.async_api import expect
+from playwright.async_api import Browser, expect
 
 from backend.domain.messages import ToolCall
 from backend.errors import ProviderUnavailable
 from backend.providers.scripted import ScriptedProvider, ScriptedToolCalls
-from tests.browser.harness import Tally, last_reply, send, wait_for_reply
+from tests.browser.harness import Tally, last_reply, running_tally, send, wait_for_reply
 from tests.conftest import ROOT
 
 # The shared browser lives in the session's event loop (see harness.py).
@@ -242,3 +243,82 @@ async def test_attached_image_is_sent_and_shown_in_the_message(
     )
     await page.mouse.move(0, 0)
     await tally.screenshot(page, "image-sent")
+
+
+def closed_port() -> int:
+    """A local port nothing listens on: connecting to it is refused."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def unreachable_provider() -> dict[str, object]:
+    return {
+        "kind": "openai_compatible",
+        "base_url": f"http://127.0.0.1:{closed_port()}/v1",
+        "max_retries": 1,
+        "connect_timeout_s": 2,
+    }
+
+
+async def test_a_refused_connection_is_named_not_called_busy(
+    browser: Browser, tmp_path: Path
+) -> None:
+    """The real OpenAI adapter against a port that refuses: the retry notice names the
+    provider and the error code, and the turn's error carries the provider's own message."""
+    async with running_tally(
+        browser,
+        tmp_path,
+        provider=None,
+        providers={"unreachable": unreachable_provider()},
+        model={"provider": "unreachable", "name": "gpt-4o-mini"},
+    ) as tally:
+        page = await tally.open_page()
+        await send(page, "Hello?")
+        await wait_for_reply(page, "failed")
+        reply = last_reply(page)
+        notice = reply.locator(".reply-notice")
+        await expect(notice).to_have_count(1)  # one retry, then the error
+        await expect(notice).to_contain_text("unreachable failed (provider_unavailable)")
+        await expect(notice).to_contain_text("attempt 1")
+        error = reply.get_by_test_id("turn-error")
+        await expect(error.get_by_test_id("error-code")).to_have_text("provider_unavailable")
+        await expect(error.locator(".turn-error-message")).to_contain_text(
+            "unreachable: cannot connect"
+        )
+        text = (await reply.inner_text()).casefold()
+        assert "busy" not in text
+        await tally.screenshot(page, "provider-refused")
+
+        await page.get_by_test_id("lang-toggle").click()
+        await expect(notice).to_contain_text("unreachable 调用失败（provider_unavailable）")
+        assert "繁忙" not in await reply.inner_text()
+
+
+async def test_a_fallback_model_is_announced_and_answers(browser: Browser, tmp_path: Path) -> None:
+    async with running_tally(
+        browser,
+        tmp_path,
+        provider=None,
+        providers={
+            "unreachable": unreachable_provider(),
+            "backup": {"kind": "scripted", "replies": ["The backup model answers."]},
+        },
+        model={
+            "provider": "unreachable",
+            "name": "gpt-4o-mini",
+            "fallbacks": [{"provider": "backup", "name": "backup-model"}],
+        },
+    ) as tally:
+        page = await tally.open_page()
+        await send(page, "Anyone?")
+        await wait_for_reply(page)
+        reply = last_reply(page)
+        await expect(reply.locator(".reply-notice")).to_have_text(
+            [
+                "unreachable failed (provider_unavailable); retrying in 1 s (attempt 1)…",
+                "Trying backup instead…",
+            ]
+        )
+        await expect(reply.locator(".md")).to_have_text("The backup model answers.")
+        assert "busy" not in (await reply.inner_text()).casefold()
