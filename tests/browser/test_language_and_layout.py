@@ -150,3 +150,60 @@ async def test_phone_width_dark_theme_keeps_everything_reachable(
     background = await page.evaluate("() => getComputedStyle(document.body).backgroundColor")
     assert background == "rgb(255, 255, 255)"
     await tally.screenshot(page, "phone-menu-light")
+
+
+HEAD_BOXES = """() => {
+            const box = (el) => el.getBoundingClientRect().toJSON();
+            const title = document.getElementById("chat-title");
+            return {
+                title: box(title),
+                gauge: box(document.getElementById("context-gauge")),
+                head: box(document.querySelector(".chat-head")),
+                buttons: [...document.querySelectorAll(".chat-head button:not([hidden])")]
+                    .map(box),
+                isCut: title.scrollWidth > title.clientWidth,
+                overflow: getComputedStyle(title).textOverflow,
+                pageWidth: document.documentElement.scrollWidth,
+            };
+        }"""
+
+
+async def test_a_long_title_on_a_phone_ends_in_an_ellipsis_and_keeps_the_gauge_in_view(
+    browser: Browser, tmp_path: Path
+) -> None:
+    provider = ScriptedProvider(delay_s=0.01)
+    async with running_tally(
+        browser,
+        tmp_path,
+        provider,
+        providers={"m": {"kind": "scripted"}},
+        model={"provider": "m", "name": "claude-3-7-sonnet-20250219-extended-preview"},
+    ) as tally:
+        title = "A very long conversation title about planning the allotment garden " * 3
+        session = await tally.client.post(
+            "/api/chat/sessions", json={"title": title.strip(), "channel": "web"}
+        )
+        provider.push("Noted.")
+        page = await tally.open_page(f"/#/s/{session.json()['id']}", width=390, height=844)
+        await send(page, "Hello from a phone")
+        await wait_for_reply(page)
+        gauge = page.get_by_test_id("context-gauge")
+        await expect(gauge).to_be_visible()
+        await expect(gauge).to_be_in_viewport(ratio=1)
+
+        boxes = await page.evaluate(HEAD_BOXES)
+        gauge_box, title_box = boxes["gauge"], boxes["title"]
+        assert 0 <= gauge_box["left"] and gauge_box["right"] <= 390, gauge_box
+        assert title_box["right"] <= gauge_box["left"], (title_box, gauge_box)
+        assert boxes["isCut"] and boxes["overflow"] == "ellipsis"  # cut, with "…"
+        assert boxes["head"]["right"] <= 390 and boxes["pageWidth"] <= 390
+        for button in boxes["buttons"]:
+            assert 0 <= button["left"] and button["right"] <= 390, button
+        await tally.screenshot(page, "phone-long-title")
+
+        await page.get_by_test_id("rename-session").click()  # the rename box fits too
+        rename_box = page.locator(".chat-head .inline-input")
+        await expect(rename_box).to_be_focused()
+        await expect(gauge).to_be_in_viewport(ratio=1)
+        assert await page.evaluate("() => document.documentElement.scrollWidth") <= 390
+        await expect(rename_box).to_be_in_viewport(ratio=1)
