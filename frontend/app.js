@@ -8,6 +8,7 @@ import { Composer } from "./composer.js";
 import { icon, setText, toast } from "./dom.js";
 import { ContextGauge } from "./gauge.js";
 import { applyI18n, language, onLanguageChange, setLanguage } from "./i18n.js";
+import { LastTurnActions } from "./last_turn.js";
 import { MemoryPanel } from "./memory.js";
 import { editInline, SessionList } from "./sessions.js";
 import { Thread } from "./thread.js";
@@ -43,6 +44,8 @@ const memory = new MemoryPanel($("memory-panel"), $("memory-button"), $("backdro
   titleOf: (id) => sessions.sessions.find((session) => session.id === id)?.title || null,
   onReverted: (id) => reloadSession(id),
 });
+// Regenerate and edit-and-resend: each a new turn, sent like any other.
+const lastTurn = new LastTurnActions({ onResend: (text, images) => send(text, null, images) });
 const gauge = new ContextGauge($("context-gauge"));
 const demoBanner = new DemoBanner($("demo-banner"));
 const signIn = new SignIn($("auth"), { onSignedIn: () => boot() });
@@ -170,6 +173,7 @@ async function openRoute() {
     state.session = session;
     showTitle(session);
     if (await thread.show(session, { isDemo: state.isDemo })) reattachTurn(id);
+    offerLastTurnActions();
     composer.focusIfIdle();
   } catch (err) {
     if (state.sessionId !== id) return;
@@ -201,6 +205,7 @@ async function reloadSession(sessionId) {
     if (state.sessionId !== sessionId) return;
     state.session = session;
     await thread.show(session, { isDemo: state.isDemo });
+    offerLastTurnActions();
   } catch {
     // the next navigation reloads it
   }
@@ -214,6 +219,12 @@ function updateComposer() {
   const isBusy = state.turns.has(state.sessionId);
   composer.setBusy(isBusy);
   $("messages").setAttribute("aria-busy", String(isBusy));
+  offerLastTurnActions();
+}
+
+/** Regenerate and edit-and-resend on the open conversation's last turn, unless one runs. */
+function offerLastTurnActions() {
+  lastTurn.update(thread.window, { isBusy: state.turns.has(state.sessionId) });
 }
 
 function titleFrom(text) {
@@ -293,9 +304,10 @@ async function afterTurn(sessionId) {
     if (state.sessionId !== sessionId) return;
     state.session = session;
     const isWindowMoved = before && session.window_start_id !== before.window_start_id;
-    if (isWindowMoved && !state.turns.has(sessionId))
+    if (isWindowMoved && !state.turns.has(sessionId)) {
       await thread.show(session, { isDemo: state.isDemo });
-    else thread.updateSession(session);
+      offerLastTurnActions();
+    } else thread.updateSession(session);
   } catch {
     // the next navigation reloads it
   }

@@ -10,18 +10,27 @@ import { SummaryCard } from "./summary.js";
 const PAGE = 100;
 const IMAGE_TYPES = new Set(["image/png", "image/jpeg", "image/gif", "image/webp"]);
 
+// What each drawn user message said: its text and image parts, to send it again.
+const sentParts = new WeakMap();
+
+/** `{text, images}` of a user message element (images as `{type: "image", ...}` parts). */
+export function messageParts(el) {
+  return sentParts.get(el) ?? null;
+}
+
 export function userMessage({ id, turn_id: turnId, content, images = [], created_at: createdAt }) {
-  const pictures = images
-    .filter((image) => IMAGE_TYPES.has(image.media_type) && /^[A-Za-z0-9+/=]+$/.test(image.data))
-    .map((image) =>
-      h("img", {
-        class: "msg-image",
-        alt: "",
-        src: `data:${image.media_type};base64,${image.data}`,
-      }),
-    );
+  const valid = images.filter(
+    (image) => IMAGE_TYPES.has(image.media_type) && /^[A-Za-z0-9+/=]+$/.test(image.data),
+  );
+  const pictures = valid.map((image) =>
+    h("img", {
+      class: "msg-image",
+      alt: "",
+      src: `data:${image.media_type};base64,${image.data}`,
+    }),
+  );
   const time = createdAt ?? new Date().toISOString();
-  return h(
+  const el = h(
     "article",
     {
       class: "msg msg-user",
@@ -39,6 +48,15 @@ export function userMessage({ id, turn_id: turnId, content, images = [], created
       ),
     ),
   );
+  sentParts.set(el, {
+    text: content ?? "",
+    images: valid.map(({ media_type: mediaType, data }) => ({
+      type: "image",
+      media_type: mediaType,
+      data,
+    })),
+  });
+  return el;
 }
 
 /** Elements for stored messages; each reply carries the tool calls of its turn. */
