@@ -116,6 +116,8 @@ export const api = {
   memory: () => json("GET", "/api/memory"),
   saveMemory: (content) => json("PUT", "/api/memory", { content }),
   memoryEntries: (q) => json("GET", `/api/memory/entries${query({ q })}`),
+  /** Remember one fact by hand; answers the stored entry (source `manual`, dated today). */
+  addMemoryEntry: (content) => json("POST", "/api/memory/entries", { content }),
   deleteMemoryEntry: (id) => json("DELETE", `/api/memory/entries/${enc(id)}`),
   /** Undo the compaction that wrote an `auto-overflow` entry; answers `{session_id}`. */
   revertMemoryEntry: (id) => json("POST", `/api/memory/entries/${enc(id)}/revert`),

@@ -3,10 +3,12 @@
 
 import { api, apiKey, onUnauthorized, setApiKey } from "./api.js";
 import { SignIn } from "./auth.js";
+import { DemoBanner } from "./banner.js";
 import { Composer } from "./composer.js";
 import { icon, setText, toast } from "./dom.js";
 import { ContextGauge } from "./gauge.js";
 import { applyI18n, language, onLanguageChange, setLanguage } from "./i18n.js";
+import { LastTurnActions } from "./last_turn.js";
 import { MemoryPanel } from "./memory.js";
 import { editInline, SessionList } from "./sessions.js";
 import { Thread } from "./thread.js";
@@ -23,7 +25,11 @@ const state = {
   contexts: new Map(), // session id → {tokens, budget} of its last completed turn
 };
 
-const thread = new Thread($("messages"));
+const thread = new Thread($("messages"), {
+  onSummaryState: (summaryState) => {
+    $("summary-add-button").hidden = summaryState !== "none";
+  },
+});
 const composer = new Composer($("composer"), {
   onSend: (text, images) => send(text, null, images),
   onStop: () => stop(),
@@ -38,36 +44,53 @@ const memory = new MemoryPanel($("memory-panel"), $("memory-button"), $("backdro
   titleOf: (id) => sessions.sessions.find((session) => session.id === id)?.title || null,
   onReverted: (id) => reloadSession(id),
 });
+// Regenerate and edit-and-resend: each a new turn, sent like any other.
+const lastTurn = new LastTurnActions({ onResend: (text, images) => send(text, null, images) });
 const gauge = new ContextGauge($("context-gauge"));
+const demoBanner = new DemoBanner($("demo-banner"));
 const signIn = new SignIn($("auth"), { onSignedIn: () => boot() });
 onUnauthorized(() => signIn.show());
 
 // ---- header, theme, language, sidebar ------------------------------------------------------
 
+const chatTitle = $("chat-title"); // kept: a rename box stands in for it while open
+
 function showTitle(session) {
-  const title = $("chat-title");
   if (session?.title) {
-    delete title.dataset.i18n;
-    title.textContent = session.title;
-  } else setText(title, "untitled");
+    delete chatTitle.dataset.i18n;
+    chatTitle.textContent = session.title;
+  } else setText(chatTitle, "untitled");
   $("rename-button").hidden = !session;
+  if (!session) $("summary-add-button").hidden = true; // the thread shows it with the session
   document.title = session?.title ? `${session.title} · Tally` : "Tally";
 }
 
+let titleEditor = null; // the open rename box in the header, if any
+
 $("rename-button").addEventListener("click", () => {
   const session = state.session;
-  if (!session) return;
-  editInline($("chat-title"), session.title, async (title) => {
+  if (!session || titleEditor) return;
+  const save = async (title) => {
     try {
-      state.session = await api.renameSession(session.id, title);
-      showTitle(state.session);
+      const renamed = await api.renameSession(session.id, title);
+      if (state.session?.id === renamed.id) {
+        state.session = renamed;
+        showTitle(renamed);
+      }
       toast("renamed");
       await sessions.refresh();
     } catch (err) {
       toast({ raw: `${err.code}: ${err.message}` }, { isError: true });
     }
+  };
+  titleEditor = editInline(chatTitle, session.title, save, {
+    onClose: () => {
+      titleEditor = null;
+    },
   });
 });
+
+$("summary-add-button").addEventListener("click", () => thread.editSummary());
 
 function isDark() {
   const chosen = document.documentElement.dataset.theme;
@@ -131,6 +154,7 @@ async function openRoute() {
   const id = routeId();
   closeSidebar();
   if (id && id === state.sessionId && state.session) return; // already open
+  titleEditor?.cancel(); // a rename box still open belongs to the conversation being left
   state.sessionId = id;
   state.session = null;
   sessions.setActive(id);
@@ -139,7 +163,7 @@ async function openRoute() {
   updateComposer();
   if (!id) {
     thread.empty((text) => send(text));
-    composer.focus();
+    composer.focusIfIdle();
     return;
   }
   thread.loading();
@@ -149,7 +173,8 @@ async function openRoute() {
     state.session = session;
     showTitle(session);
     if (await thread.show(session, { isDemo: state.isDemo })) reattachTurn(id);
-    composer.focus();
+    offerLastTurnActions();
+    composer.focusIfIdle();
   } catch (err) {
     if (state.sessionId !== id) return;
     if (err.status === 404) {
@@ -180,6 +205,7 @@ async function reloadSession(sessionId) {
     if (state.sessionId !== sessionId) return;
     state.session = session;
     await thread.show(session, { isDemo: state.isDemo });
+    offerLastTurnActions();
   } catch {
     // the next navigation reloads it
   }
@@ -193,6 +219,12 @@ function updateComposer() {
   const isBusy = state.turns.has(state.sessionId);
   composer.setBusy(isBusy);
   $("messages").setAttribute("aria-busy", String(isBusy));
+  offerLastTurnActions();
+}
+
+/** Regenerate and edit-and-resend on the open conversation's last turn, unless one runs. */
+function offerLastTurnActions() {
+  lastTurn.update(thread.window, { isBusy: state.turns.has(state.sessionId) });
 }
 
 function titleFrom(text) {
@@ -272,9 +304,10 @@ async function afterTurn(sessionId) {
     if (state.sessionId !== sessionId) return;
     state.session = session;
     const isWindowMoved = before && session.window_start_id !== before.window_start_id;
-    if (isWindowMoved && !state.turns.has(sessionId))
+    if (isWindowMoved && !state.turns.has(sessionId)) {
       await thread.show(session, { isDemo: state.isDemo });
-    else thread.updateSession(session);
+      offerLastTurnActions();
+    } else thread.updateSession(session);
   } catch {
     // the next navigation reloads it
   }
@@ -283,14 +316,12 @@ async function afterTurn(sessionId) {
 // ---- start-up ------------------------------------------------------------------------------
 
 async function showHealth() {
-  const banner = $("demo-banner");
   const pill = $("model-pill");
   try {
     const health = await api.health();
     if (health.status !== "ok") toast("degraded", { isError: true });
     state.isDemo = health.is_demo;
-    banner.hidden = !health.is_demo;
-    banner.querySelector(".demo-notice").textContent = health.notice ?? "";
+    demoBanner.show(health);
     pill.textContent = health.is_demo ? "" : health.model;
     pill.title = `${health.provider} · ${health.model}`;
     pill.hidden = !pill.textContent;

@@ -60,6 +60,18 @@ export class Composer {
     if (matchMedia("(pointer: fine)").matches) this.input.focus();
   }
 
+  /**
+   * Focus the box unless the reader is typing somewhere else: a conversation loads after its
+   * title (and rename button) is drawn, and taking the focus from a rename box or a summary
+   * form then would close it under the reader's fingers.
+   */
+  focusIfIdle() {
+    const active = document.activeElement;
+    const isTypingElsewhere =
+      active !== this.input && active?.matches("input, textarea, select, [contenteditable]");
+    if (!isTypingElsewhere) this.focus();
+  }
+
   setBusy(isBusy) {
     this.isBusy = isBusy;
     this.sendButton.hidden = isBusy;

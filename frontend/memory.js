@@ -1,9 +1,31 @@
 // The long-term memory panel. It appears only when the server has a memory API
-// (`GET /api/memory`); a 404 keeps it hidden. Each entry is a MemoryEntryView.
+// (`GET /api/memory`); a 404 keeps it hidden. Each entry is a MemoryEntryView; lines of
+// MEMORY.md that do not parse as entries are listed too, flagged, as the server keeps them.
 
 import { api } from "./api.js";
-import { autosize, h, toast } from "./dom.js";
+import { h, toast } from "./dom.js";
 import { MemoryEntryView } from "./memory_entry.js";
+import { addEntryForm, editTextForm } from "./memory_forms.js";
+
+/** A line of MEMORY.md that is not an entry: shown as written, marked as not parsed. */
+function invalidLine(text) {
+  const content = h("p", { class: "memory-content", dataset: { testid: "memory-invalid-text" } });
+  content.textContent = text;
+  return h(
+    "div",
+    {
+      class: "memory-entry is-invalid",
+      dataset: { testid: "memory-invalid-line" },
+      tAttrs: { title: "memoryNotParsedHint" },
+    },
+    h(
+      "div",
+      { class: "memory-meta" },
+      h("span", { class: "pill memory-flag", t: "memoryNotParsed" }),
+    ),
+    content,
+  );
+}
 
 export class MemoryPanel {
   /**
@@ -23,9 +45,17 @@ export class MemoryPanel {
       onChanged: () => this.refresh(),
       onOpenSession: () => this.close(),
     };
+    this.views = []; // the MemoryEntryViews drawn, in order
+    this.loads = 0; // the latest load wins: an older answer arriving late is dropped
     openButton.addEventListener("click", () => this.open());
     panel.querySelector(".memory-close").addEventListener("click", () => this.close());
-    panel.querySelector(".memory-edit").addEventListener("click", () => this.editRaw());
+    const refresh = () => this.refresh();
+    panel.querySelector(".memory-edit").addEventListener("click", () => {
+      editTextForm(this.editor, { onSaved: refresh });
+    });
+    panel.querySelector(".memory-add").addEventListener("click", () => {
+      addEntryForm(this.editor, { onAdded: refresh });
+    });
     let timer = 0;
     this.search.addEventListener("input", () => {
       clearTimeout(timer);
@@ -35,26 +65,37 @@ export class MemoryPanel {
 
   /** Show the panel's button only if the server answers `GET /api/memory`. */
   async probe() {
+    const load = ++this.loads;
     try {
-      this.show(await api.memory());
+      const memory = await api.memory();
+      if (load === this.loads) this.show(memory);
       this.openButton.hidden = false;
     } catch {
       this.openButton.hidden = true; // 404: not built on this server; anything else: not usable
     }
   }
 
-  show({ entries = [] }) {
-    this.drawEntries([...entries].reverse()); // newest first
+  /** The whole memory: lines that need fixing first, then the entries, newest first. */
+  show({ entries = [], invalid_lines: invalidLines = [] }) {
+    this.drawEntries([...entries].reverse(), invalidLines);
   }
 
-  drawEntries(entries) {
-    if (entries.length === 0) {
+  /**
+   * Draw `entries` (and `invalidLines`). An entry the reader is working on (an open edit, a
+   * confirmation, an error) keeps its view, so a redraw for another entry's change does not
+   * throw that work away.
+   */
+  drawEntries(entries, invalidLines = []) {
+    const busy = new Map(this.views.filter((v) => v.isBusy).map((v) => [v.entry.id, v]));
+    this.views = entries.map(
+      (entry) => busy.get(entry.id) ?? new MemoryEntryView(entry, this.entryActions),
+    );
+    const lines = invalidLines.map(invalidLine);
+    if (this.views.length === 0 && lines.length === 0) {
       this.list.replaceChildren(h("p", { class: "muted", t: "memoryEmpty" }));
       return;
     }
-    this.list.replaceChildren(
-      ...entries.map((entry) => new MemoryEntryView(entry, this.entryActions).el),
-    );
+    this.list.replaceChildren(...lines, ...this.views.map((view) => view.el));
   }
 
   async open() {
@@ -62,6 +103,9 @@ export class MemoryPanel {
     this.backdrop.hidden = false;
     this.backdrop.onclick = () => this.close();
     this.search.value = "";
+    // What was drawn before may be stale: nothing to click until the fresh list is in.
+    this.views = [];
+    this.list.replaceChildren(h("p", { class: "muted", t: "loading" }));
     await this.probe();
   }
 
@@ -74,56 +118,14 @@ export class MemoryPanel {
   /** Redraw the list: every entry, or those matching the search box (best first). */
   async refresh() {
     const query = this.search.value.trim();
+    const load = ++this.loads;
     try {
-      if (query) this.drawEntries((await api.memoryEntries(query)).entries ?? []);
-      else this.show(await api.memory());
+      const found = query ? await api.memoryEntries(query) : await api.memory();
+      if (load !== this.loads) return;
+      if (query) this.drawEntries(found.entries ?? []);
+      else this.show(found);
     } catch (err) {
       toast({ raw: `${err.code}: ${err.message}` }, { isError: true });
     }
-  }
-
-  async editRaw() {
-    let content;
-    try {
-      ({ content } = await api.memory());
-    } catch (err) {
-      toast({ raw: `${err.code}: ${err.message}` }, { isError: true });
-      return;
-    }
-    const area = h("textarea", { class: "memory-text", rows: 10, spellcheck: "false" });
-    area.value = content;
-    const form = h(
-      "form",
-      { class: "summary-form" },
-      area,
-      h(
-        "div",
-        { class: "summary-actions" },
-        h(
-          "button",
-          { type: "button", class: "btn btn-small", onclick: () => this.editor.replaceChildren() },
-          h("span", { t: "cancel" }),
-        ),
-        h(
-          "button",
-          { type: "submit", class: "btn btn-primary btn-small" },
-          h("span", { t: "save" }),
-        ),
-      ),
-    );
-    form.addEventListener("submit", async (event) => {
-      event.preventDefault();
-      try {
-        await api.saveMemory(area.value);
-        this.editor.replaceChildren();
-        toast("memorySaved");
-        await this.refresh();
-      } catch (err) {
-        toast({ raw: `${err.code}: ${err.message}` }, { isError: true });
-      }
-    });
-    area.addEventListener("input", () => autosize(area));
-    this.editor.replaceChildren(form);
-    area.focus();
   }
 }

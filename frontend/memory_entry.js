@@ -63,6 +63,11 @@ export class MemoryEntryView {
     );
   }
 
+  /** The reader is working on this entry: editing it, confirming a revert, or reading an error. */
+  get isBusy() {
+    return Boolean(this.form) || this.slot.childElementCount > 0;
+  }
+
   /** Where a summarizer's entry came from: its conversation and messages, and a revert. */
   origin(titleOf, onOpenSession) {
     const origin = this.entry.provenance;
@@ -133,6 +138,7 @@ export class MemoryEntryView {
     button.disabled = true;
     try {
       const { session_id: sessionId } = await api.revertMemoryEntry(this.entry.id);
+      this.clearSlot();
       toast("memoryReverted");
       await Promise.all([this.onChanged(), this.onReverted(sessionId)]);
     } catch (err) {
@@ -251,6 +257,7 @@ export class MemoryEntryView {
       return;
     }
     await api.saveMemory(replaceEntry(current.content, entry, text));
+    this.stopEditing();
     toast("memorySaved");
     await this.onChanged();
   }

@@ -7,8 +7,11 @@ import { dayGroup } from "./i18n.js";
 
 const PAGE = 50;
 
-/** Replace `target` with a text input; Enter (or leaving it) saves, Escape cancels. */
-export function editInline(target, value, save, { label = "rename" } = {}) {
+/**
+ * Replace `target` with a text input; Enter (or leaving it) saves, Escape cancels. Returns a
+ * handle whose `cancel()` puts `target` back unsaved; `onClose()` runs once the input is gone.
+ */
+export function editInline(target, value, save, { label = "rename", onClose = () => {} } = {}) {
   const input = h("input", { class: "inline-input", type: "text", maxlength: 200 });
   setAttrs(input, { "aria-label": label });
   input.value = value;
@@ -18,6 +21,7 @@ export function editInline(target, value, save, { label = "rename" } = {}) {
     isDone = true;
     const next = input.value.trim();
     input.replaceWith(target);
+    onClose();
     if (shouldSave && next !== value) await save(next);
   };
   input.addEventListener("keydown", (event) => {
@@ -28,6 +32,7 @@ export function editInline(target, value, save, { label = "rename" } = {}) {
   target.replaceWith(input);
   input.focus();
   input.select();
+  return { cancel: () => finish(false) };
 }
 
 export class SessionList {
@@ -40,6 +45,9 @@ export class SessionList {
     this.total = 0;
     this.activeId = null;
     this.query = "";
+    this.editor = null; // an item's open rename box: redrawing now would throw it away
+    this.isStale = false; // a redraw was put off for the rename box
+    this.armedId = null; // the session whose delete button waits for its confirming click
     let timer = 0;
     search.addEventListener("input", () => {
       clearTimeout(timer);
@@ -82,6 +90,11 @@ export class SessionList {
   }
 
   render() {
+    if (this.editor) {
+      this.isStale = true;
+      return;
+    }
+    this.isStale = false;
     if (this.sessions.length === 0) {
       this.root.replaceChildren(
         h("p", { class: "session-empty", t: this.query ? "noMatches" : "noSessions" }),
@@ -142,12 +155,18 @@ export class SessionList {
       },
       icon("trash"),
     );
-    rename.addEventListener("click", () =>
-      editInline(link, session.title, async (next) => {
-        await this.rename(session, next);
-      }),
-    );
-    remove.addEventListener("click", () => this.confirmDelete(session, remove));
+    rename.addEventListener("click", () => {
+      if (this.editor) return;
+      const save = (next) => this.rename(session, next);
+      this.editor = editInline(link, session.title, save, {
+        onClose: () => {
+          this.editor = null;
+          if (this.isStale) this.render();
+        },
+      });
+    });
+    if (this.armedId === session.id) showArmed(remove);
+    remove.addEventListener("click", () => this.confirmDelete(session));
     return h(
       "div",
       { class: "session-item", dataset: { id: session.id, testid: "session-item" } },
@@ -156,10 +175,15 @@ export class SessionList {
     );
   }
 
+  deleteButtons() {
+    return this.root.querySelectorAll(".session-actions .danger");
+  }
+
   async rename(session, title) {
     try {
       const updated = await api.renameSession(session.id, title);
-      Object.assign(session, updated);
+      // By id: the list may have been fetched again since this item was drawn.
+      this.sessions = this.sessions.map((s) => (s.id === updated.id ? updated : s));
       this.render();
       this.onRenamed(updated);
     } catch (err) {
@@ -167,18 +191,27 @@ export class SessionList {
     }
   }
 
-  /** The first click arms the button, a second one within 3 s deletes. */
-  async confirmDelete(session, button) {
-    if (!button.classList.contains("is-armed")) {
-      button.classList.add("is-armed");
-      button.replaceChildren(h("span", { t: "confirmDelete" }));
-      setTimeout(() => {
-        if (!button.isConnected) return;
-        button.classList.remove("is-armed");
-        button.replaceChildren(icon("trash"));
+  /**
+   * The first click arms the button, a second one within 3 s deletes. The armed state belongs
+   * to the list, not to the button, so a redraw in between (a search, a turn ending
+   * elsewhere) keeps it.
+   */
+  async confirmDelete(session) {
+    if (this.armedId !== session.id) {
+      this.armedId = session.id;
+      for (const button of this.deleteButtons()) {
+        if (button.closest(".session-item").dataset.id === session.id) showArmed(button);
+        else showUnarmed(button);
+      }
+      clearTimeout(this.armTimer);
+      this.armTimer = setTimeout(() => {
+        this.armedId = null;
+        for (const button of this.deleteButtons()) showUnarmed(button);
       }, 3000);
       return;
     }
+    this.armedId = null;
+    clearTimeout(this.armTimer);
     try {
       await api.deleteSession(session.id);
       this.sessions = this.sessions.filter((s) => s.id !== session.id);
@@ -190,4 +223,15 @@ export class SessionList {
       toast({ raw: `${err.code}: ${err.message}` }, { isError: true });
     }
   }
+}
+
+function showArmed(button) {
+  button.classList.add("is-armed");
+  button.replaceChildren(h("span", { t: "confirmDelete" }));
+}
+
+function showUnarmed(button) {
+  if (!button.classList.contains("is-armed")) return;
+  button.classList.remove("is-armed");
+  button.replaceChildren(icon("trash"));
 }

@@ -1,20 +1,35 @@
 // The session summary, editable in place. It stands in for the messages that left the
-// model's memory window, so it is drawn between those and the window.
+// model's memory window, so it is drawn between those and the window. A session without a
+// summary shows no card: the card appears once one exists (written by the summarizer, or by
+// hand through `edit()`, which the chat header offers as "Add summary").
 
 import { autosize, h, icon, toast } from "./dom.js";
 
 export class SummaryCard {
-  /** `save(text)` stores the summary and resolves with the updated session. */
-  constructor(summary, save) {
+  /**
+   * `save(text)` stores the summary and resolves with the updated session; `onState(state)`
+   * hears "none" (no summary, no card), "shown" or "editing" whenever that changes.
+   */
+  constructor(summary, save, { onState = () => {} } = {}) {
     this.summary = summary;
     this.save = save;
+    this.onState = onState;
     this.el = h("section", { class: "summary-card", dataset: { testid: "summary" } });
     this.show();
   }
 
+  get isEditing() {
+    return Boolean(this.el.querySelector("form"));
+  }
+
   show() {
     const hasSummary = Boolean(this.summary.trim());
-    this.el.classList.toggle("is-empty", !hasSummary);
+    this.el.hidden = !hasSummary;
+    if (!hasSummary) {
+      this.el.replaceChildren();
+      this.onState("none");
+      return;
+    }
     const edit = h(
       "button",
       {
@@ -24,26 +39,23 @@ export class SummaryCard {
         onclick: () => this.edit(),
       },
       icon("pencil"),
-      h("span", { t: hasSummary ? "summaryEdit" : "summaryAdd" }),
+      h("span", { t: "summaryEdit" }),
     );
     this.el.replaceChildren(
       h(
         "div",
-        { class: "summary-head", tAttrs: hasSummary ? null : { title: "summaryEmpty" } },
+        { class: "summary-head" },
         icon("note"),
         h("span", { class: "summary-title", t: "summaryTitle" }),
-        hasSummary ? null : h("span", { class: "summary-none", t: "summaryNone" }),
         edit,
       ),
+      h("p", { class: "summary-text", dataset: { testid: "summary-text" } }, this.summary),
     );
-    if (hasSummary) {
-      this.el.append(
-        h("p", { class: "summary-text", dataset: { testid: "summary-text" } }, this.summary),
-      );
-    }
+    this.onState("shown");
   }
 
   edit() {
+    if (this.isEditing) return;
     const area = h("textarea", {
       class: "summary-input",
       rows: 3,
@@ -89,11 +101,19 @@ export class SummaryCard {
         toast({ raw: `${err.code ?? "error"}: ${err.message}` }, { isError: true });
       }
     });
-    this.el.querySelector(".summary-text")?.remove();
-    this.el.append(form);
-    this.el.classList.remove("is-empty");
-    this.el.querySelector(".summary-head .btn-link").hidden = true;
+    this.el.replaceChildren(
+      h(
+        "div",
+        { class: "summary-head" },
+        icon("note"),
+        h("span", { class: "summary-title", t: "summaryTitle" }),
+      ),
+      form,
+    );
+    this.el.hidden = false;
+    this.onState("editing");
     autosize(area);
     area.focus();
+    this.el.scrollIntoView({ block: "nearest" });
   }
 }

@@ -10,18 +10,27 @@ import { SummaryCard } from "./summary.js";
 const PAGE = 100;
 const IMAGE_TYPES = new Set(["image/png", "image/jpeg", "image/gif", "image/webp"]);
 
+// What each drawn user message said: its text and image parts, to send it again.
+const sentParts = new WeakMap();
+
+/** `{text, images}` of a user message element (images as `{type: "image", ...}` parts). */
+export function messageParts(el) {
+  return sentParts.get(el) ?? null;
+}
+
 export function userMessage({ id, turn_id: turnId, content, images = [], created_at: createdAt }) {
-  const pictures = images
-    .filter((image) => IMAGE_TYPES.has(image.media_type) && /^[A-Za-z0-9+/=]+$/.test(image.data))
-    .map((image) =>
-      h("img", {
-        class: "msg-image",
-        alt: "",
-        src: `data:${image.media_type};base64,${image.data}`,
-      }),
-    );
+  const valid = images.filter(
+    (image) => IMAGE_TYPES.has(image.media_type) && /^[A-Za-z0-9+/=]+$/.test(image.data),
+  );
+  const pictures = valid.map((image) =>
+    h("img", {
+      class: "msg-image",
+      alt: "",
+      src: `data:${image.media_type};base64,${image.data}`,
+    }),
+  );
   const time = createdAt ?? new Date().toISOString();
-  return h(
+  const el = h(
     "article",
     {
       class: "msg msg-user",
@@ -39,6 +48,15 @@ export function userMessage({ id, turn_id: turnId, content, images = [], created
       ),
     ),
   );
+  sentParts.set(el, {
+    text: content ?? "",
+    images: valid.map(({ media_type: mediaType, data }) => ({
+      type: "image",
+      media_type: mediaType,
+      data,
+    })),
+  });
+  return el;
 }
 
 /** Elements for stored messages; each reply carries the tool calls of its turn. */
@@ -76,10 +94,13 @@ function drawMessages(messages, calls, options) {
 }
 
 export class Thread {
-  constructor(scroller) {
+  /** `onSummaryState(state)`: the open session's summary card is "none", "shown" or "editing". */
+  constructor(scroller, { onSummaryState = () => {} } = {}) {
     this.scroller = scroller;
     this.inner = scroller.querySelector(".thread");
     this.session = null;
+    this.summary = null;
+    this.onSummaryState = onSummaryState;
   }
 
   get isNearBottom() {
@@ -98,11 +119,13 @@ export class Thread {
 
   loading() {
     this.session = null;
+    this.summary = null;
     this.inner.replaceChildren(h("div", { class: "thread-loading", t: "loading" }));
   }
 
   empty(onSuggestion) {
     this.session = null;
+    this.summary = null;
     const suggestions = ["suggest1", "suggest2", "suggest3"].map((key) =>
       h(
         "button",
@@ -139,7 +162,9 @@ export class Thread {
     this.oldestId = page.messages[0]?.id ?? null;
     this.earlier = h("div", { class: "earlier" });
     this.archived = h("div", { class: "archived", hidden: true });
-    this.summary = new SummaryCard(session.summary, (text) => this.saveSummary(text));
+    this.summary = new SummaryCard(session.summary, (text) => this.saveSummary(text), {
+      onState: (state) => this.onSummaryState(state),
+    });
     this.window = h(
       "div",
       { class: "window" },
@@ -157,12 +182,16 @@ export class Thread {
     return session;
   }
 
-  /** Refresh the summary after a turn (compaction may have rewritten it). */
+  /** Write a summary by hand (the session has none, so its card is not shown yet). */
+  editSummary() {
+    this.summary?.edit();
+  }
+
+  /** Refresh the summary after a turn (compaction may have written or rewritten it). */
   updateSession(session) {
     if (!this.session || session.id !== this.session.id) return;
-    const isEditing = this.summary.el.querySelector("form");
     this.session = session;
-    if (!isEditing && this.summary.summary !== session.summary) {
+    if (!this.summary.isEditing && this.summary.summary !== session.summary) {
       this.summary.summary = session.summary;
       this.summary.show();
     }

@@ -9,6 +9,16 @@ import { userMessage } from "./thread.js";
 
 const ABORT_AFTER_STOP_MS = 5000;
 
+/**
+ * What a `retry` event says: which provider failed and why (its error code), or which one is
+ * tried next. It does not guess at a cause ("busy"): the code is all the event knows; the
+ * turn's own error, if it comes to that, carries the provider's message.
+ */
+export function retryNotice({ reason, provider, delay_s: delay, attempt }) {
+  if (reason === "fallback") return ["fallingBack", { provider }];
+  return ["retrying", { provider, reason, s: Math.ceil(delay), n: attempt }];
+}
+
 export class Turn {
   /**
    * `retryOf`: a failed turn sent again. It reuses that turn's Idempotency-Key, so the server
@@ -96,10 +106,7 @@ export class Turn {
         view.toolResult(data);
         return false;
       case "retry":
-        view.notice("retry", [
-          "retrying",
-          { s: Math.ceil(data.delay_s), n: data.attempt, reason: data.reason },
-        ]);
+        view.notice("retry", retryNotice(data));
         return false;
       case "compaction":
         view.compaction(data);

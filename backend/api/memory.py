@@ -1,4 +1,4 @@
-"""Memory routes: the caller's MEMORY.md, its entries, search, delete and revert."""
+"""Memory routes: the caller's MEMORY.md, its entries, search, add, delete and revert."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from fastapi import APIRouter, Query, Response
 from backend.api.auth import TenantDep
 from backend.api.deps import ServicesDep
 from backend.api.schemas import (
+    MemoryEntryCreate,
     MemoryEntryList,
     MemoryEntryPublic,
     MemoryPublic,
@@ -17,13 +18,17 @@ from backend.api.schemas import (
     RevertResponse,
 )
 from backend.chat.revert import revert_compaction
-from backend.memory.entries import MemoryDocument, MemoryEntry
+from backend.errors import InvalidInput
+from backend.memory.entries import MemoryDocument, MemoryEntry, NewEntry, neutralise
 
 router = APIRouter(prefix="/api/memory", tags=["memory"])
 
 UserScope = Annotated[
     str, Query(alias="user", max_length=200, description="end user (memory.scope: user)")
 ]
+
+MAX_MANUAL_ENTRY_CHARS = 2_000
+MANUAL_SOURCE = "manual"
 
 
 def entry_public(entry: MemoryEntry) -> MemoryEntryPublic:
@@ -83,6 +88,40 @@ async def search_entries(
     else:
         entries = await services.memory.recent(tenant_id=tenant_id, scope_key=user, limit=limit)
     return MemoryEntryList(entries=[entry_public(e) for e in entries])
+
+
+def checked_entry_content(content: str) -> str:
+    """`content` of an entry written by hand, refused with a clear code when it cannot be one:
+    the store would neutralise a NUL or a lone surrogate silently, so they are refused here."""
+    if len(content) > MAX_MANUAL_ENTRY_CHARS:
+        raise InvalidInput(
+            f"a memory entry has at most {MAX_MANUAL_ENTRY_CHARS} characters; "
+            f"this one has {len(content)}",
+            code="memory_entry_too_long",
+        )
+    if "\x00" in content:
+        raise InvalidInput("the entry contains a NUL character", code="invalid_text")
+    try:
+        content.encode("utf-8")
+    except UnicodeEncodeError as exc:  # lone surrogates from JSON \ud800 escapes
+        raise InvalidInput("the entry is not valid Unicode text", code="invalid_text") from exc
+    if not neutralise(content):
+        raise InvalidInput("the entry is empty", code="empty_memory_entry")
+    return content
+
+
+@router.post("/entries", status_code=201)
+async def add_entry(
+    body: MemoryEntryCreate, services: ServicesDep, tenant_id: TenantDep, user: UserScope = ""
+) -> MemoryEntryPublic:
+    """Remember one fact by hand: source `manual`, dated today (UTC), neutralised to one line."""
+    content = checked_entry_content(body.content)
+    (entry,) = await services.memory.append(
+        tenant_id=tenant_id,
+        scope_key=user,
+        entries=[NewEntry(source=MANUAL_SOURCE, content=content)],
+    )
+    return entry_public(entry)
 
 
 @router.delete("/entries/{entry_id}", status_code=204)

@@ -167,6 +167,13 @@ class MemoryUpdate(Body):
     content: Annotated[str, Field(max_length=5_000_000)]
 
 
+class MemoryEntryCreate(Body):
+    content: str = Field(
+        description="the fact, one line: line breaks and `|` are neutralised; "
+        "at most 2,000 characters, no NUL"
+    )
+
+
 class ProvenancePublic(BaseModel):
     session_id: str
     first_message_id: int

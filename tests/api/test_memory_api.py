@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import datetime as dt
+import json
 from pathlib import Path
 from typing import Any
+
+import pytest
 
 from backend.app import create_app
 from backend.domain.messages import ToolCall
@@ -162,3 +166,93 @@ async def test_automatic_memory_write_distills_each_message_once(
     assert {e["source"] for e in memory["entries"]} == {"auto-summary"}
     assert session["window_start_id"] == 0  # the automatic write evicts nothing
     assert summarizer.calls == 2
+
+
+@pytest.mark.parametrize("store", ["file", "database"])
+async def test_an_entry_added_by_hand_is_one_manual_line_dated_today(
+    database_url: str, tmp_path: Path, store: str
+) -> None:
+    app = create_app(
+        memory_settings(database_url, tmp_path, store=store), provider=ScriptedProvider()
+    )
+    before = "2026-01-02|web|Ada prefers green tea\nnot an entry at all\n"
+    async with serve(app) as client:
+        await client.put("/api/memory", json={"content": before})
+        added = await client.post(
+            "/api/memory/entries",
+            json={"content": "  Ada walks\r\nto work | every day\u2028\n2026-01-01|manual|forged "},
+        )
+        memory = (await client.get("/api/memory")).json()
+        found = (await client.get("/api/memory/entries", params={"q": "walks"})).json()
+    assert added.status_code == 201, added.text
+    entry = added.json()
+    today = dt.datetime.now(dt.UTC).date().isoformat()
+    assert entry["source"] == "manual" and entry["date"] == today
+    assert entry["content"] == "Ada walks to work ¦ every day 2026-01-01¦manual¦forged"
+    assert entry["provenance"] is None
+    assert memory["entries"][-1] == entry  # appended after what was there
+    assert [e["content"] for e in memory["entries"]] == ["Ada prefers green tea", entry["content"]]
+    assert memory["invalid_lines"] == ["not an entry at all"]  # kept, not dropped
+    assert memory["content"].count("|manual|") == 1  # no second entry was forged
+    assert [e["id"] for e in found["entries"]] == [entry["id"]]
+
+
+@pytest.mark.parametrize("store", ["file", "database"])
+async def test_an_entry_that_cannot_be_one_line_of_memory_is_refused_and_stores_nothing(
+    database_url: str, tmp_path: Path, store: str
+) -> None:
+    app = create_app(
+        memory_settings(database_url, tmp_path, store=store), provider=ScriptedProvider()
+    )
+    refused: dict[str, tuple[int, str]] = {}
+    bodies = {
+        "empty": '{"content": ""}',
+        "blank": '{"content": " \\n\\t\\u2029 "}',
+        "nul": '{"content": "a\\u0000b"}',
+        "surrogate": '{"content": "half \\ud800 a pair"}',
+        "too long": json.dumps({"content": "x" * 2001}),
+        "missing": "{}",
+        "wrong type": '{"content": 42}',
+        "extra field": '{"content": "fine", "source": "auto-overflow"}',
+        "not json": "content=fine",
+    }
+    async with serve(app) as client:
+        for name, body in bodies.items():
+            response = await client.post(
+                "/api/memory/entries", content=body, headers={"content-type": "application/json"}
+            )
+            refused[name] = (response.status_code, response.json()["error"]["code"])
+        longest = await client.post("/api/memory/entries", json={"content": "y" * 2000})
+        memory = (await client.get("/api/memory")).json()
+    assert refused == {
+        "empty": (422, "empty_memory_entry"),
+        "blank": (422, "empty_memory_entry"),
+        "nul": (422, "invalid_text"),
+        "surrogate": (422, "invalid_text"),
+        "too long": (422, "memory_entry_too_long"),
+        "missing": (422, "invalid_request"),
+        "wrong type": (422, "invalid_request"),
+        "extra field": (422, "invalid_request"),
+        "not json": (422, "invalid_request"),
+    }
+    assert longest.status_code == 201
+    assert [e["content"] for e in memory["entries"]] == ["y" * 2000]
+
+
+@pytest.mark.parametrize("store", ["file", "database"])
+async def test_an_entry_added_by_hand_goes_to_the_named_end_users_memory(
+    database_url: str, tmp_path: Path, store: str
+) -> None:
+    settings = memory_settings(database_url, tmp_path, store=store, scope="user")
+    app = create_app(settings, provider=ScriptedProvider())
+    async with serve(app) as client:
+        added = await client.post(
+            "/api/memory/entries", params={"user": "alice"}, json={"content": "Alice skis"}
+        )
+        reads = {
+            user: (await client.get("/api/memory", params={"user": user})).json()["entries"]
+            for user in ("alice", "bob", "")
+        }
+    assert added.status_code == 201
+    assert [e["content"] for e in reads["alice"]] == ["Alice skis"]
+    assert reads["bob"] == [] and reads[""] == []

@@ -100,13 +100,16 @@ class Tally:
         width: int = 1280,
         height: int = 820,
     ) -> Page:
-        """A page on `path`, once it has drawn the empty chat or a session."""
+        """A page on `path`, once it has drawn the empty chat or a session (its messages, and
+        its summary card, which stays hidden while the session has no summary)."""
         context = await self.new_context(
             locale=locale, color_scheme=color_scheme, width=width, height=height
         )
         page = await context.new_page()
         await page.goto(self.base_url + path)
-        await page.wait_for_selector(".empty-state, .summary-card")
+        await page.wait_for_selector(
+            ".empty-state, .thread .summary-card, .thread .window", state="attached"
+        )
         return page
 
     def _record_error(self, error: Error) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import os
 import shutil
+import socket
 import struct
 import zlib
 from datetime import datetime
@@ -12,12 +13,12 @@ from pathlib import Path
 from zoneinfo import ZoneInfo
 
 import pytest
-from playwright.async_api import expect
+from playwright.async_api import Browser, expect
 
 from backend.domain.messages import ToolCall
 from backend.errors import ProviderUnavailable
 from backend.providers.scripted import ScriptedProvider, ScriptedToolCalls
-from tests.browser.harness import Tally, last_reply, send, wait_for_reply
+from tests.browser.harness import Tally, last_reply, running_tally, send, wait_for_reply
 from tests.conftest import ROOT
 
 # The shared browser lives in the session's event loop (see harness.py).
@@ -242,3 +243,184 @@ async def test_attached_image_is_sent_and_shown_in_the_message(
     )
     await page.mouse.move(0, 0)
     await tally.screenshot(page, "image-sent")
+
+
+def closed_port() -> int:
+    """A local port nothing listens on: connecting to it is refused."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def unreachable_provider() -> dict[str, object]:
+    return {
+        "kind": "openai_compatible",
+        "base_url": f"http://127.0.0.1:{closed_port()}/v1",
+        "max_retries": 1,
+        "connect_timeout_s": 2,
+    }
+
+
+async def test_a_refused_connection_is_named_not_called_busy(
+    browser: Browser, tmp_path: Path
+) -> None:
+    """The real OpenAI adapter against a port that refuses: the retry notice names the
+    provider and the error code, and the turn's error carries the provider's own message."""
+    async with running_tally(
+        browser,
+        tmp_path,
+        provider=None,
+        providers={"unreachable": unreachable_provider()},
+        model={"provider": "unreachable", "name": "gpt-4o-mini"},
+    ) as tally:
+        page = await tally.open_page()
+        await send(page, "Hello?")
+        await wait_for_reply(page, "failed")
+        reply = last_reply(page)
+        notice = reply.locator(".reply-notice")
+        await expect(notice).to_have_count(1)  # one retry, then the error
+        await expect(notice).to_contain_text("unreachable failed (provider_unavailable)")
+        await expect(notice).to_contain_text("attempt 1")
+        error = reply.get_by_test_id("turn-error")
+        await expect(error.get_by_test_id("error-code")).to_have_text("provider_unavailable")
+        await expect(error.locator(".turn-error-message")).to_contain_text(
+            "unreachable: cannot connect"
+        )
+        text = (await reply.inner_text()).casefold()
+        assert "busy" not in text
+        await tally.screenshot(page, "provider-refused")
+
+        await page.get_by_test_id("lang-toggle").click()
+        await expect(notice).to_contain_text("unreachable 调用失败（provider_unavailable）")
+        assert "繁忙" not in await reply.inner_text()
+
+
+async def test_a_fallback_model_is_announced_and_answers(browser: Browser, tmp_path: Path) -> None:
+    async with running_tally(
+        browser,
+        tmp_path,
+        provider=None,
+        providers={
+            "unreachable": unreachable_provider(),
+            "backup": {"kind": "scripted", "replies": ["The backup model answers."]},
+        },
+        model={
+            "provider": "unreachable",
+            "name": "gpt-4o-mini",
+            "fallbacks": [{"provider": "backup", "name": "backup-model"}],
+        },
+    ) as tally:
+        page = await tally.open_page()
+        await send(page, "Anyone?")
+        await wait_for_reply(page)
+        reply = last_reply(page)
+        await expect(reply.locator(".reply-notice")).to_have_text(
+            [
+                "unreachable failed (provider_unavailable); retrying in 1 s (attempt 1)…",
+                "Trying backup instead…",
+            ]
+        )
+        await expect(reply.locator(".md")).to_have_text("The backup model answers.")
+        assert "busy" not in (await reply.inner_text()).casefold()
+
+
+async def stored_messages(tally: Tally, session_id: str) -> list[tuple[str, str]]:
+    listed = await tally.client.get(f"/api/chat/sessions/{session_id}/messages")
+    return [(m["role"], m["content"]) for m in listed.json()["messages"]]
+
+
+async def test_regenerate_sends_the_last_message_again_as_a_new_turn(
+    tally: Tally, provider: ScriptedProvider
+) -> None:
+    provider.delay_s = 0.05
+    provider.push("Blue.", "Green, " + " ".join(f"shade{n}" for n in range(20)))
+    picture = base64.b64encode(png(8, 8)).decode()
+    page = await tally.open_page()
+    await page.get_by_test_id("attach-input").set_input_files(
+        [{"name": "dot.png", "mimeType": "image/png", "buffer": png(8, 8)}]
+    )
+    await send(page, "Name a colour.")
+    await wait_for_reply(page)
+    regenerate = page.get_by_test_id("regenerate")
+    await expect(regenerate).to_have_count(1)
+    await expect(last_reply(page).get_by_test_id("regenerate")).to_be_visible()
+
+    await regenerate.click()
+    await expect(last_reply(page).locator(".md")).to_contain_text("shade1")
+    await expect(page.get_by_test_id("regenerate")).to_have_count(0)  # not while it runs
+    await expect(page.get_by_test_id("edit-resend")).to_have_count(0)
+    await wait_for_reply(page)
+    await expect(last_reply(page)).to_contain_text("shade19")
+    await expect(page.get_by_test_id("user-message")).to_have_count(2)
+    await expect(page.get_by_test_id("assistant-message")).to_have_count(2)
+    await expect(regenerate).to_have_count(1)  # on the new last turn only
+    await expect(last_reply(page).get_by_test_id("regenerate")).to_have_count(1)
+    sent = provider.requests[-1].messages[-1]
+    assert sent.content == "Name a colour."
+    assert [i.data for i in sent.images] == [picture]  # its picture went again too
+
+    session_id = page.url.rsplit("/", 1)[-1]
+    assert [content for _, content in await stored_messages(tally, session_id)] == [
+        "Name a colour.",
+        "Blue.",  # the first reply is kept: a new turn, nothing rewritten
+        "Name a colour.",
+        "Green, " + " ".join(f"shade{n}" for n in range(20)),
+    ]
+    await page.reload()  # stored turns get the actions too, on the last one
+    await expect(page.get_by_test_id("regenerate")).to_have_count(1)
+    await expect(last_reply(page).get_by_test_id("regenerate")).to_have_count(1)
+    provider.push("Red.")
+    await page.get_by_test_id("regenerate").click()
+    await wait_for_reply(page)
+    await expect(last_reply(page)).to_contain_text("Red.")
+    last_regenerate = last_reply(page).get_by_test_id("regenerate")
+    await expect(last_regenerate).to_have_css("opacity", "1")  # shown without hovering
+    assert [i.data for i in provider.requests[-1].messages[-1].images] == [picture]
+    await tally.screenshot(page, "regenerated")
+
+
+async def test_edit_and_resend_sends_the_edited_text_as_a_new_turn(
+    tally: Tally, provider: ScriptedProvider
+) -> None:
+    provider.push("Paris.", "Rome.")
+    page = await tally.open_page()
+    await send(page, "Capital of France?")
+    await wait_for_reply(page)
+    edit = page.get_by_test_id("edit-resend")
+    await expect(edit).to_have_count(1)
+    await expect(
+        page.get_by_test_id("user-message").last.get_by_test_id("edit-resend")
+    ).to_be_visible()
+
+    await edit.click()
+    box = page.get_by_test_id("edit-input")
+    await expect(box).to_have_value("Capital of France?")
+    await expect(box).to_be_focused()
+    await box.press("Escape")  # cancel: the message is as it was
+    await expect(box).to_have_count(0)
+    await expect(page.get_by_test_id("user-message").locator(".bubble")).to_have_text(
+        "Capital of France?"
+    )
+
+    await edit.click()
+    await box.fill("Capital of Italy?")
+    await box.press("Enter")
+    await wait_for_reply(page)
+    await expect(last_reply(page)).to_contain_text("Rome.")
+    await expect(page.get_by_test_id("user-message").locator(".bubble")).to_have_text(
+        ["Capital of France?", "Capital of Italy?"]  # the original is not rewritten
+    )
+    await expect(edit).to_have_count(1)
+    await expect(
+        page.get_by_test_id("user-message").last.get_by_test_id("edit-resend")
+    ).to_have_count(1)
+    assert provider.requests[-1].messages[-1].content == "Capital of Italy?"
+    session_id = page.url.rsplit("/", 1)[-1]
+    assert await stored_messages(tally, session_id) == [
+        ("user", "Capital of France?"),
+        ("assistant", "Paris."),
+        ("user", "Capital of Italy?"),
+        ("assistant", "Rome."),
+    ]
+    await expect(page.get_by_test_id("input")).to_have_value("")  # the composer was not used
+    await tally.screenshot(page, "edited-and-resent")

@@ -3,11 +3,13 @@ reverted."""
 
 from __future__ import annotations
 
+import asyncio
+import datetime as dt
 import json
 from pathlib import Path
 
 import pytest
-from playwright.async_api import Browser, expect
+from playwright.async_api import Browser, Route, expect
 
 from backend.providers.scripted import ScriptedProvider
 from tests.browser.harness import Tally, running_tally
@@ -168,3 +170,95 @@ async def test_a_compacted_entry_links_to_its_conversation_and_reverts(
         await page.get_by_test_id("memory-panel").locator(".memory-close").click()
         await expect(page.locator(".window")).to_contain_text("Water daily?")
         await tally.screenshot(page, "memory-reverted")
+
+
+async def test_an_edit_begun_as_the_panel_opens_survives_the_fresh_list(tally: Tally) -> None:
+    """Opening the panel reloads the list; an entry clicked meanwhile must not be drawn
+    away under the reader, with the edit box it opened."""
+    content = "2026-11-29|web|Prefers metric units\n2026-11-30|manual|Grows tomatoes\n"
+    assert (await tally.client.put("/api/memory", json={"content": content})).status_code == 200
+    page = await tally.open_page()
+    await expect(page.get_by_test_id("memory-button")).to_be_visible()  # the first read is in
+    reload_released = asyncio.Event()
+
+    async def hold_reload(route: Route) -> None:
+        await reload_released.wait()
+        await route.continue_()
+
+    await page.route("**/api/memory", hold_reload)
+    await page.get_by_test_id("memory-button").click()
+    entry = page.get_by_test_id("memory-entry").first
+    clicking = asyncio.ensure_future(entry.get_by_test_id("memory-edit-entry").click())
+    # The reload answers once the panel shows it is loading, or the click has opened an edit.
+    loading_or_editing = page.locator(".memory-list .muted, [data-testid=memory-entry-input]")
+    await expect(loading_or_editing.first).to_be_visible()
+    reload_released.set()
+    await clicking
+    box = page.get_by_test_id("memory-entry-input")
+    await expect(page.get_by_test_id("memory-entry")).to_have_count(2)
+    await expect(box).to_have_value("Grows tomatoes")
+    await expect(box).to_be_focused()
+    await box.fill("Grows tomatoes and beans")
+    await box.press("Enter")
+    await expect(page.get_by_test_id("memory-content").first).to_have_text(
+        "Grows tomatoes and beans"
+    )
+
+
+async def test_lines_that_do_not_parse_are_shown_flagged_not_hidden(tally: Tally) -> None:
+    assert (await tally.client.put("/api/memory", json={"content": MEMORY_TEXT})).status_code == 200
+    page = await tally.open_page()
+    await page.get_by_test_id("memory-button").click()
+
+    await expect(page.get_by_test_id("memory-entry")).to_have_count(3)
+    invalid = page.get_by_test_id("memory-invalid-line")
+    await expect(invalid).to_have_count(1)  # the `#` header lines are comments, not problems
+    await expect(invalid.get_by_test_id("memory-invalid-text")).to_have_text(
+        "this line is not an entry and stays as written"
+    )
+    await expect(invalid).to_contain_text("not parsed")
+    assert "date|source|fact" in (await invalid.get_attribute("title") or "")
+    await expect(invalid.get_by_role("button")).to_have_count(0)  # it is fixed as text
+    await tally.screenshot(page, "memory-invalid-line")
+
+    await page.keyboard.press("Escape")  # closes the panel
+    await page.get_by_test_id("lang-toggle").click()
+    await page.get_by_test_id("memory-button").click()
+    await expect(invalid).to_contain_text("未解析")
+
+
+async def test_a_fact_added_in_the_panel_is_stored_as_a_manual_entry(tally: Tally) -> None:
+    page = await tally.open_page()
+    await page.get_by_test_id("memory-button").click()
+    await expect(page.get_by_test_id("memory-list")).to_contain_text("Nothing remembered yet.")
+
+    await page.get_by_test_id("memory-add").click()
+    box = page.get_by_test_id("memory-add-input")
+    await expect(box).to_be_focused()
+    await box.fill("Keeps bees | two hives,\non the roof")
+    await box.press("Enter")
+    entry = page.get_by_test_id("memory-entry")
+    await expect(entry).to_have_count(1)
+    await expect(entry.get_by_test_id("memory-content")).to_have_text(
+        "Keeps bees ¦ two hives, on the roof"
+    )
+    await expect(entry.get_by_test_id("memory-source")).to_have_text("manual")
+    today = dt.datetime.now(dt.UTC).date().isoformat()
+    await expect(entry.locator("time")).to_have_text(today)
+    await expect(page.get_by_test_id("memory-add-form")).to_have_count(0)
+    stored = (await tally.client.get("/api/memory")).json()
+    assert [(e["source"], e["content"]) for e in stored["entries"]] == [
+        ("manual", "Keeps bees ¦ two hives, on the roof")
+    ]
+
+    await page.get_by_test_id("memory-add").click()  # a refusal is shown in the form
+    await page.get_by_test_id("memory-add-input").fill("a\x00b")
+    await page.get_by_test_id("memory-add-save").click()
+    error = page.get_by_test_id("memory-add-form").get_by_test_id("memory-error")
+    await expect(error.get_by_test_id("error-code")).to_have_text("invalid_text")
+    await expect(page.get_by_test_id("memory-add-input")).to_have_value("a\x00b")  # kept
+    await page.get_by_test_id("memory-add-input").press("Escape")
+    await expect(page.get_by_test_id("memory-add-form")).to_have_count(0)
+    await expect(page.get_by_test_id("memory-panel")).to_be_visible()
+    assert len((await tally.client.get("/api/memory")).json()["entries"]) == 1
+    await tally.screenshot(page, "memory-added")

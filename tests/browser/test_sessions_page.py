@@ -2,18 +2,23 @@
 
 from __future__ import annotations
 
+import asyncio
+import re
+from pathlib import Path
 from typing import Any
 
 import pytest
-from playwright.async_api import expect
+from playwright.async_api import Browser, Route, expect
 
 from backend.providers.scripted import ScriptedProvider
-from tests.browser.harness import Tally, wait_for_reply
+from tests.browser.harness import Tally, last_reply, running_tally, send, wait_for_reply
+from tests.fakes.summarizer import EchoSummarizer
 
 # The shared browser lives in the session's event loop (see harness.py).
 pytestmark = pytest.mark.asyncio(loop_scope="session")
 
 TENANT = "default"  # auth.mode: none
+SESSION_URL = re.compile(r"/api/chat/sessions/[^/?]+$")
 
 
 async def create_session(tally: Tally, title: str) -> dict[str, Any]:
@@ -28,11 +33,14 @@ async def test_summary_edited_in_the_page_persists_after_reload(tally: Tally) ->
     session = await create_session(tally, "Planning the garden")
     page = await tally.open_page(f"/#/s/{session['id']}")
     await expect(page.get_by_test_id("chat-title")).to_have_text("Planning the garden")
+    await expect(page.get_by_test_id("summary")).to_be_hidden()  # none yet: no card
 
-    await page.get_by_test_id("summary-edit").click()
+    await page.get_by_test_id("summary-add").click()  # the header's "Add summary"
+    await expect(page.get_by_test_id("summary-input")).to_be_focused()
     await page.get_by_test_id("summary-input").fill("Tomatoes go by the south wall.\nWater daily.")
     await page.get_by_test_id("summary-save").click()
     await expect(page.get_by_test_id("summary-text")).to_contain_text("south wall")
+    await expect(page.get_by_test_id("summary-add")).to_be_hidden()  # the card edits it now
 
     await page.reload()
     await expect(page.get_by_test_id("summary-text")).to_have_text(
@@ -41,6 +49,65 @@ async def test_summary_edited_in_the_page_persists_after_reload(tally: Tally) ->
     stored = (await tally.client.get(f"/api/chat/sessions/{session['id']}")).json()
     assert stored["summary"] == "Tomatoes go by the south wall.\nWater daily."
     await tally.screenshot(page, "summary")
+
+    await page.get_by_test_id("summary-edit").click()  # emptied: the card goes again
+    await page.get_by_test_id("summary-input").fill("")
+    await page.get_by_test_id("summary-save").click()
+    await expect(page.get_by_test_id("summary")).to_be_hidden()
+    await expect(page.get_by_test_id("summary-add")).to_be_visible()
+
+
+async def test_summary_card_appears_only_once_the_session_has_a_summary(
+    tally: Tally, provider: ScriptedProvider
+) -> None:
+    provider.push("First answer.", "Second answer.")
+    session = await create_session(tally, "No summary yet")
+    page = await tally.open_page(f"/#/s/{session['id']}")
+    await send(page, "First question")
+    await wait_for_reply(page)
+    await expect(page.get_by_test_id("summary")).to_be_hidden()
+    assert "none yet" not in await page.inner_text("main")
+
+    # The summary arrives between turns (as the summarizer writes it, off the request path);
+    # the page picks it up after the next turn, without a reload.
+    put = await tally.client.put(
+        f"/api/chat/sessions/{session['id']}/summary", json={"summary": "The reader asked twice."}
+    )
+    assert put.status_code == 200
+    await send(page, "Second question")
+    await wait_for_reply(page)
+    await expect(page.get_by_test_id("summary-text")).to_have_text("The reader asked twice.")
+    await expect(page.get_by_test_id("summary")).to_be_visible()
+    await expect(page.get_by_test_id("summary-add")).to_be_hidden()
+    await expect(page.get_by_test_id("user-message")).to_have_count(2)  # nothing was reloaded
+
+
+async def test_summary_written_by_the_summarizer_appears_after_the_next_turn(
+    browser: Browser, tmp_path: Path
+) -> None:
+    provider = ScriptedProvider(delay_s=0.01)
+    async with running_tally(
+        browser,
+        tmp_path,
+        provider,
+        summarizer=EchoSummarizer(),
+        persona={"max_history_messages": 4},
+        memory={"path": str(tmp_path / "MEMORY.md"), "overflow_batch": 2},
+    ) as tally:
+        page = await tally.open_page()
+        for question in ("Tomatoes?", "Basil?", "Water?"):  # 6 messages: the window overflows
+            provider.push("Noted.")
+            await send(page, question)
+            await wait_for_reply(page)
+        await tally.app.state.services.runtimes.wait_idle()  # the summarizer has written
+        provider.push("Noted again.")
+        await send(page, "Compost?")
+        await wait_for_reply(page)
+        await expect(page.get_by_test_id("summary-text")).to_contain_text("The user sent")
+        session_id = page.url.rsplit("/", 1)[-1]
+        stored = (await tally.client.get(f"/api/chat/sessions/{session_id}")).json()
+        await expect(page.get_by_test_id("summary-text")).to_have_text(stored["summary"])
+        await tally.screenshot(page, "summary-from-summarizer")
 
 
 async def test_archived_messages_appear_on_request_before_the_summary(
@@ -117,3 +184,72 @@ async def test_sessions_are_listed_newest_first_renamed_searched_and_deleted(
         "A brand new question\non two lines"
     )
     await tally.screenshot(page, "sessions")
+
+
+async def test_rename_box_in_the_header_survives_the_conversation_loading(tally: Tally) -> None:
+    """The title (and its rename button) is drawn before the messages arrive; when they do,
+    the page must not take the focus from the open rename box, which would close it."""
+    session = await create_session(tally, "Slow to load")
+    page = await tally.open_page()
+    messages_released = asyncio.Event()
+
+    async def hold_messages(route: Route) -> None:
+        await messages_released.wait()
+        await route.continue_()
+
+    await page.route("**/api/chat/sessions/*/messages*", hold_messages)
+    await page.get_by_test_id("session-item").locator(".session-link").click()
+    await expect(page.get_by_test_id("chat-title")).to_have_text("Slow to load")
+    await page.get_by_test_id("rename-session").click()
+    title_box = page.locator(".chat-head .inline-input")
+    await expect(title_box).to_be_focused()
+    messages_released.set()
+    await expect(page.locator(".thread .window")).to_be_attached()  # the messages are drawn
+    await expect(title_box).to_be_focused()
+    await title_box.fill("Loaded, renamed")
+    await title_box.press("Enter")
+    await expect(page.get_by_test_id("chat-title")).to_have_text("Loaded, renamed")
+    stored = (await tally.client.get(f"/api/chat/sessions/{session['id']}")).json()
+    assert stored["title"] == "Loaded, renamed"
+
+
+async def test_sidebar_rename_and_delete_survive_a_list_refresh(
+    tally: Tally, provider: ScriptedProvider
+) -> None:
+    """A turn that ends, or a search, redraws the list: a rename box open in it keeps its
+    text, and a delete button armed by a first click still deletes on the second."""
+    for title in ("Alpha notes", "Beta notes"):
+        await create_session(tally, title)
+    provider.delay_s = 0.05
+    provider.push(" ".join(f"word{n}" for n in range(30)))
+    page = await tally.open_page()
+    items = page.get_by_test_id("session-item")
+    await expect(items).to_have_count(2)
+
+    await send(page, "A slow question")
+    await expect(last_reply(page).locator(".md")).to_contain_text("word1")
+    await expect(items).to_have_count(3)
+    alpha = items.filter(has_text="Alpha notes")
+    await alpha.hover()  # an item's buttons show on hover (or focus)
+    await alpha.get_by_role("button", name="Rename").click()
+    rename_box = page.locator(".session-list .inline-input")
+    await rename_box.fill("Alpha, renamed")
+    # The turn's end refreshes the list, then reads the session once the list is drawn.
+    list_read = page.expect_response(lambda r: "/api/chat/sessions?" in r.url)
+    session_read = page.expect_response(lambda r: SESSION_URL.search(r.url) is not None)
+    async with list_read, session_read:
+        await wait_for_reply(page)
+    await expect(rename_box).to_have_value("Alpha, renamed")
+    await expect(rename_box).to_be_focused()
+    await rename_box.press("Enter")
+    await expect(items.filter(has_text="Alpha, renamed")).to_have_count(1)
+
+    beta = items.filter(has_text="Beta notes")
+    await beta.hover()
+    await beta.get_by_role("button", name="Delete").click()  # armed
+    await page.get_by_test_id("session-search").fill("notes")  # the list is drawn again
+    await expect(items).to_have_count(1)
+    await beta.get_by_role("button", name="Delete").click()  # confirms
+    await expect(items).to_have_count(0)
+    listed = (await tally.client.get("/api/chat/sessions")).json()
+    assert sorted(s["title"] for s in listed["sessions"]) == ["A slow question", "Alpha, renamed"]

@@ -98,6 +98,7 @@ WRITE_PROBES = {
     ("POST", "/api/chat/sessions"),
     ("POST", "/api/chat/send"),
     ("PUT", "/api/memory"),
+    ("POST", "/api/memory/entries"),
     ("POST", "/api/admin/tenants"),
     ("POST", "/v1/chat/completions"),
 }
@@ -218,6 +219,15 @@ async def probe_writes(
     extra = f"2026-01-03|manual|{attacker.id}-extra-fact\n"
     put = await audit.request("PUT", "/api/memory", chat, json={"content": own + extra})
     audit.check_clean(f"PUT /api/memory by {attacker.id}", put.text, victim_markers)
+    # An entry added by hand, also under an end user named like the victim: it lands in the
+    # attacker's memory only (the snapshot compared after the probes shows the victim's).
+    for params in ({}, {"user": victim.id}):
+        fact = {"content": f"{attacker.id}-added-fact"}
+        added = await audit.request("POST", "/api/memory/entries", chat, json=fact, params=params)
+        where = f"POST /api/memory/entries {params} by {attacker.id}"
+        if added.status_code != 201:
+            audit.leaks.append(f"{where}: {added.status_code} {added.text[:300]}")
+        audit.check_clean(where, added.text, victim_markers)
 
     for headers in (chat, attacker.admin):
         (fake_id,) = random_ids("tenant")
