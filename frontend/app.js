@@ -319,7 +319,8 @@ async function showHealth() {
   const pill = $("model-pill");
   try {
     const health = await api.health();
-    if (health.status !== "ok") toast("degraded", { isError: true });
+    // "degraded" may mean a provider failed; the toast speaks of the database only.
+    if (health.database !== "ok") toast("degraded", { isError: true });
     state.isDemo = health.is_demo;
     demoBanner.show(health);
     pill.textContent = health.is_demo ? "" : health.model;

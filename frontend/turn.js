@@ -10,13 +10,15 @@ import { userMessage } from "./thread.js";
 const ABORT_AFTER_STOP_MS = 5000;
 
 /**
- * What a `retry` event says: which provider failed and why (its error code), or which one is
- * tried next. It does not guess at a cause ("busy"): the code is all the event knows; the
- * turn's own error, if it comes to that, carries the provider's message.
+ * What a `retry` event says: what failed (its `message` names the provider, its URL and the
+ * cause; older servers send only the error code), or which provider is tried next. It never
+ * guesses at a cause ("busy").
  */
-export function retryNotice({ reason, provider, delay_s: delay, attempt }) {
+export function retryNotice({ reason, provider, delay_s: delay, attempt, message }) {
   if (reason === "fallback") return ["fallingBack", { provider }];
-  return ["retrying", { provider, reason, s: Math.ceil(delay), n: attempt }];
+  const when = { s: Math.ceil(delay), n: attempt };
+  if (message) return ["retryingBecause", { message, ...when }];
+  return ["retrying", { provider, reason, ...when }];
 }
 
 export class Turn {

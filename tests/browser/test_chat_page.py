@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import os
+import re
 import shutil
 import socket
 import struct
@@ -264,34 +265,40 @@ def unreachable_provider() -> dict[str, object]:
 async def test_a_refused_connection_is_named_not_called_busy(
     browser: Browser, tmp_path: Path
 ) -> None:
-    """The real OpenAI adapter against a port that refuses: the retry notice names the
-    provider and the error code, and the turn's error carries the provider's own message."""
+    """The real OpenAI adapter against a port that refuses: the retry notice and the turn's
+    error name the provider, its URL and the cause."""
+    provider = unreachable_provider()
     async with running_tally(
         browser,
         tmp_path,
         provider=None,
-        providers={"unreachable": unreachable_provider()},
+        providers={"unreachable": provider},
         model={"provider": "unreachable", "name": "gpt-4o-mini"},
     ) as tally:
+        cause = f"unreachable ({provider['base_url']}): connection refused"
         page = await tally.open_page()
         await send(page, "Hello?")
         await wait_for_reply(page, "failed")
         reply = last_reply(page)
         notice = reply.locator(".reply-notice")
         await expect(notice).to_have_count(1)  # one retry, then the error
-        await expect(notice).to_contain_text("unreachable failed (provider_unavailable)")
-        await expect(notice).to_contain_text("attempt 1")
+        await expect(notice).to_have_text(f"{cause}; retrying in 1 s (attempt 1)…")
         error = reply.get_by_test_id("turn-error")
         await expect(error.get_by_test_id("error-code")).to_have_text("provider_unavailable")
-        await expect(error.locator(".turn-error-message")).to_contain_text(
-            "unreachable: cannot connect"
-        )
+        await expect(error.locator(".turn-error-message")).to_contain_text(cause)
         text = (await reply.inner_text()).casefold()
         assert "busy" not in text
         await tally.screenshot(page, "provider-refused")
 
         await page.get_by_test_id("lang-toggle").click()
-        await expect(notice).to_contain_text("unreachable 调用失败（provider_unavailable）")
+        await expect(notice).to_have_text(f"{cause}；1 秒后重试（第 1 次）…")
+
+        # Health is now "degraded" for the provider, not the database: no database alarm.
+        health = (await tally.client.get("/api/health")).json()
+        assert health["status"] == "degraded" and health["database"] == "ok"
+        fresh = await tally.open_page()
+        await expect(fresh.get_by_test_id("model-pill")).to_have_text("gpt-4o-mini")
+        await expect(fresh.locator(".toast")).to_have_count(0)
         assert "繁忙" not in await reply.inner_text()
 
 
@@ -316,7 +323,10 @@ async def test_a_fallback_model_is_announced_and_answers(browser: Browser, tmp_p
         reply = last_reply(page)
         await expect(reply.locator(".reply-notice")).to_have_text(
             [
-                "unreachable failed (provider_unavailable); retrying in 1 s (attempt 1)…",
+                re.compile(
+                    r"unreachable \(http://127\.0\.0\.1:\d+/v1\): connection refused;"
+                    r" retrying in 1 s \(attempt 1\)…"
+                ),
                 "Trying backup instead…",
             ]
         )
