@@ -15,6 +15,7 @@ from backend.chat.prompts import PromptRenderer
 from backend.chat.summarizer import Summarizer, SummaryModel, SummaryOutput
 from backend.domain.messages import StoredMessage, Usage
 from backend.providers.base import ChatProvider
+from backend.providers.canned_text import quote
 
 DEMO_SUMMARY_MODEL = "tally-demo"
 SUMMARY_LINES = 12
@@ -67,10 +68,7 @@ def _facts(user_texts: Sequence[str], keep: Sequence[str]) -> list[str]:
 
 def _summary(previous: str, user_texts: Sequence[str]) -> str:
     lines = [line for line in previous.splitlines() if line.strip()]
-    lines += [f"- The user said: “{_topic(text)}”" for text in user_texts if text.strip()]
+    lines += [
+        f"- The user said: “{quote(text, TOPIC_CHARS)}”" for text in user_texts if text.strip()
+    ]
     return "\n".join(lines[-SUMMARY_LINES:])
-
-
-def _topic(text: str) -> str:
-    flat = " ".join(text.split())
-    return flat if len(flat) <= TOPIC_CHARS else flat[: TOPIC_CHARS - 1] + "…"

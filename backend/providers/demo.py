@@ -15,8 +15,8 @@ from dataclasses import dataclass
 from backend.domain.events import Finished, ProviderEvent, TextDelta, UsageReported
 from backend.domain.messages import Usage
 from backend.domain.requests import ChatRequest
+from backend.providers.canned_text import last_user_text, prompt_words, quote, word_count
 
-QUOTE_CHARS = 80
 MAX_FACTS = 5
 _MEMORY_LINE = re.compile(r"^\d{4}-\d{2}-\d{2}\|[^|\n]*\|(.+)$", re.MULTILINE)
 _WORD = re.compile(r"\s*\S+\s*")
@@ -43,7 +43,7 @@ class DemoProvider:
         for word in _WORD.findall(text):
             await asyncio.sleep(0)  # a chunk at a time, as a streaming model sends them
             yield TextDelta(word)
-        yield UsageReported(Usage(_words(request.system) + _request_words(request), _words(text)))
+        yield UsageReported(Usage(prompt_words(request), word_count(text)))
         yield Finished("stop")
 
     async def aclose(self) -> None:
@@ -51,12 +51,12 @@ class DemoProvider:
 
 
 def demo_reply(request: ChatRequest, *, key_env: str | None) -> str:
-    said = _last_user_text(request)
+    said = last_user_text(request)
     facts = remembered_facts(request.system)
     relevant = facts if _ASKS_MEMORY.search(said) else _sharing_terms(facts, said)
     lines = [
         "**Demo reply**: this is Tally's built-in demo provider; no LLM API key is "
-        f"configured, so no real model is answering. You said: “{_quote(said)}”.",
+        f"configured, so no real model is answering. You said: “{quote(said)}”.",
         "",
     ]
     if relevant:
@@ -88,23 +88,3 @@ def _sharing_terms(facts: list[str], said: str) -> list[str]:
 
 def _terms(text: str) -> set[str]:
     return {term.strip(".+-").casefold() for term in _TERM.findall(text)}
-
-
-def _last_user_text(request: ChatRequest) -> str:
-    for message in reversed(request.messages):
-        if message.role == "user":
-            return message.content
-    return ""
-
-
-def _quote(text: str) -> str:
-    flat = " ".join(text.split())
-    return flat if len(flat) <= QUOTE_CHARS else flat[: QUOTE_CHARS - 1] + "…"
-
-
-def _words(text: str) -> int:
-    return len(text.split())
-
-
-def _request_words(request: ChatRequest) -> int:
-    return sum(_words(message.content) for message in request.messages)

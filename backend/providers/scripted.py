@@ -23,9 +23,9 @@ from backend.domain.events import (
 from backend.domain.messages import ToolCall, Usage
 from backend.domain.requests import ChatRequest
 from backend.errors import EmptyReply, ProviderBadResponse, ProviderError
+from backend.providers.canned_text import last_user_text, prompt_words, quote, word_count
 
 ECHO_REPLY = "Scripted reply to: “{quote}”"
-QUOTE_CHARS = 80
 _WORD = re.compile(r"\s*\S+\s*")
 
 
@@ -94,7 +94,7 @@ class ScriptedProvider:
             yield event
         for call in calls:
             yield ToolCallRequested(call)
-        yield UsageReported(Usage(_prompt_words(request), _word_count(text)))
+        yield UsageReported(Usage(prompt_words(request), word_count(text)))
         yield Finished("tool_calls" if calls else "stop")
 
     async def aclose(self) -> None:
@@ -107,7 +107,7 @@ class ScriptedProvider:
             reply = self.replies[self._reply_count % len(self.replies)]
             self._reply_count += 1
             return reply
-        return ECHO_REPLY.format(quote=_quote(_last_user_text(request)))
+        return ECHO_REPLY.format(quote=quote(last_user_text(request)))
 
     async def _text(self, text: str) -> AsyncIterator[ProviderEvent]:
         for word in _WORD.findall(text):
@@ -122,23 +122,3 @@ def _parts(step: str | ScriptedToolCalls | ScriptedThinking) -> tuple[str, str, 
     if isinstance(step, ScriptedThinking):
         return step.text, step.thinking, ()
     return step, "", ()
-
-
-def _last_user_text(request: ChatRequest) -> str:
-    for message in reversed(request.messages):
-        if message.role == "user":
-            return message.content
-    return ""
-
-
-def _quote(text: str) -> str:
-    flat = " ".join(text.split())
-    return flat if len(flat) <= QUOTE_CHARS else flat[: QUOTE_CHARS - 1] + "…"
-
-
-def _word_count(text: str) -> int:
-    return len(text.split())
-
-
-def _prompt_words(request: ChatRequest) -> int:
-    return _word_count(request.system) + sum(_word_count(m.content) for m in request.messages)
