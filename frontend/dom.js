@@ -117,6 +117,29 @@ export function toast(textSpec, { isError = false } = {}) {
   setTimeout(() => el.remove(), 3600);
 }
 
+/** A small form's row of actions: Cancel, then `primary` (its submit or confirm button). */
+export function formActions(onCancel, primary) {
+  return h(
+    "div",
+    { class: "summary-actions" },
+    h(
+      "button",
+      { type: "button", class: "btn btn-small", onclick: onCancel },
+      h("span", { t: "cancel" }),
+    ),
+    primary,
+  );
+}
+
+/** The submit button of a small form, labelled by the i18n key `labelKey`. */
+export function submitButton(labelKey, testid) {
+  return h(
+    "button",
+    { type: "submit", class: "btn btn-primary btn-small", dataset: { testid } },
+    h("span", { t: labelKey }),
+  );
+}
+
 /** Grow a textarea with its content, up to its CSS max-height. */
 export function autosize(textarea) {
   textarea.style.height = "auto";

@@ -3,7 +3,7 @@
 // composer does: nothing stored is rewritten or deleted. They are offered on the last turn
 // only, and only while no turn runs in the conversation.
 
-import { autosize, h, icon } from "./dom.js";
+import { autosize, formActions, h, icon, submitButton } from "./dom.js";
 import { messageParts } from "./thread.js";
 
 export class LastTurnActions {
@@ -80,25 +80,12 @@ export class LastTurnActions {
       tAttrs: { "aria-label": "editResend" },
     });
     area.value = parts.text;
-    const sendButton = h(
-      "button",
-      { type: "submit", class: "btn btn-primary btn-small", dataset: { testid: "edit-send" } },
-      h("span", { t: "send" }),
-    );
+    const sendButton = submitButton("send", "edit-send");
     const form = h(
       "form",
       { class: "summary-form edit-form" },
       area,
-      h(
-        "div",
-        { class: "summary-actions" },
-        h(
-          "button",
-          { type: "button", class: "btn btn-small", onclick: () => this.stopEditing() },
-          h("span", { t: "cancel" }),
-        ),
-        sendButton,
-      ),
+      formActions(() => this.stopEditing(), sendButton),
     );
     const canSend = () => Boolean(area.value.trim()) || parts.images.length > 0;
     area.addEventListener("input", () => {

@@ -3,7 +3,7 @@
 // be done with it: edit its text in place, delete it, or revert the compaction that wrote it.
 
 import { api } from "./api.js";
-import { autosize, h, icon, toast } from "./dom.js";
+import { autosize, formActions, h, icon, submitButton, toast } from "./dom.js";
 import { replaceEntry } from "./memory_text.js";
 
 export class MemoryEntryView {
@@ -119,16 +119,7 @@ export class MemoryEntryView {
         "div",
         { class: "memory-confirm", role: "group" },
         h("p", { t: ["memoryRevertConfirm", { first, last }] }),
-        h(
-          "div",
-          { class: "summary-actions" },
-          h(
-            "button",
-            { type: "button", class: "btn btn-small", onclick: () => this.clearSlot() },
-            h("span", { t: "cancel" }),
-          ),
-          confirm,
-        ),
+        formActions(() => this.clearSlot(), confirm),
       ),
     );
     confirm.focus();
@@ -193,25 +184,12 @@ export class MemoryEntryView {
       tAttrs: { "aria-label": "memoryEntryLabel" },
     });
     area.value = this.entry.content ?? "";
-    const save = h(
-      "button",
-      { type: "submit", class: "btn btn-primary btn-small", dataset: { testid: "memory-save" } },
-      h("span", { t: "save" }),
-    );
+    const save = submitButton("save", "memory-save");
     const form = h(
       "form",
       { class: "memory-entry-form" },
       area,
-      h(
-        "div",
-        { class: "summary-actions" },
-        h(
-          "button",
-          { type: "button", class: "btn btn-small", onclick: () => this.stopEditing() },
-          h("span", { t: "cancel" }),
-        ),
-        save,
-      ),
+      formActions(() => this.stopEditing(), save),
     );
     area.addEventListener("input", () => {
       autosize(area);

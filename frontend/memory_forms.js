@@ -3,20 +3,7 @@
 // MEMORY.md as text (`PUT /api/memory`).
 
 import { api } from "./api.js";
-import { autosize, h, icon, toast } from "./dom.js";
-
-function actions(onCancel, saveButton) {
-  return h(
-    "div",
-    { class: "summary-actions" },
-    h(
-      "button",
-      { type: "button", class: "btn btn-small", onclick: onCancel },
-      h("span", { t: "cancel" }),
-    ),
-    saveButton,
-  );
-}
+import { autosize, formActions, h, icon, submitButton, toast } from "./dom.js";
 
 /** A refusal shown in the form, with the server's code and message. */
 function refusal(titleKey, err) {
@@ -46,16 +33,8 @@ export function addEntryForm(slot, { onAdded }) {
     dataset: { testid: "memory-add-input" },
     tAttrs: { "aria-label": "memoryAddLabel", placeholder: "memoryAddPlaceholder" },
   });
-  const save = h(
-    "button",
-    {
-      type: "submit",
-      class: "btn btn-primary btn-small",
-      disabled: true,
-      dataset: { testid: "memory-add-save" },
-    },
-    h("span", { t: "save" }),
-  );
+  const save = submitButton("save", "memory-add-save");
+  save.disabled = true;
   const problem = h("div", { class: "memory-slot" });
   const close = () => slot.replaceChildren();
   const form = h(
@@ -63,7 +42,7 @@ export function addEntryForm(slot, { onAdded }) {
     { class: "summary-form memory-add-form", dataset: { testid: "memory-add-form" } },
     area,
     problem,
-    actions(close, save),
+    formActions(close, save),
   );
   area.addEventListener("input", () => {
     autosize(area);
@@ -106,16 +85,12 @@ export async function editTextForm(slot, { onSaved }) {
   }
   const area = h("textarea", { class: "memory-text", rows: 10, spellcheck: "false" });
   area.value = content;
-  const save = h(
-    "button",
-    { type: "submit", class: "btn btn-primary btn-small" },
-    h("span", { t: "save" }),
-  );
+  const save = submitButton("save", "memory-text-save");
   const form = h(
     "form",
     { class: "summary-form" },
     area,
-    actions(() => slot.replaceChildren(), save),
+    formActions(() => slot.replaceChildren(), save),
   );
   form.addEventListener("submit", async (event) => {
     event.preventDefault();

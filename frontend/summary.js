@@ -3,7 +3,7 @@
 // summary shows no card: the card appears once one exists (written by the summarizer, or by
 // hand through `edit()`, which the chat header offers as "Add summary").
 
-import { autosize, h, icon, toast } from "./dom.js";
+import { autosize, formActions, h, icon, submitButton, toast } from "./dom.js";
 
 export class SummaryCard {
   /**
@@ -63,25 +63,12 @@ export class SummaryCard {
       tAttrs: { "aria-label": "summaryTitle" },
     });
     area.value = this.summary;
-    const saveButton = h(
-      "button",
-      { type: "submit", class: "btn btn-primary btn-small", dataset: { testid: "summary-save" } },
-      h("span", { t: "save" }),
-    );
+    const saveButton = submitButton("save", "summary-save");
     const form = h(
       "form",
       { class: "summary-form" },
       area,
-      h(
-        "div",
-        { class: "summary-actions" },
-        h(
-          "button",
-          { type: "button", class: "btn btn-small", onclick: () => this.show() },
-          h("span", { t: "cancel" }),
-        ),
-        saveButton,
-      ),
+      formActions(() => this.show(), saveButton),
     );
     area.addEventListener("input", () => autosize(area));
     area.addEventListener("keydown", (event) => {
