@@ -276,20 +276,29 @@ class _ReplyAssembly:
 
     def feed(self, event: RawMessageStreamEvent) -> list[ProviderEvent]:
         if isinstance(event, RawMessageStartEvent):
-            usage = event.message.usage
+            # The SDK builds events without validating them: a shape-valid event may lack parts.
+            usage = getattr(getattr(event, "message", None), "usage", None)
+            if usage is None or usage.input_tokens is None:
+                raise ProviderBadResponse(
+                    self.endpoint.provider,
+                    "message_start carries no message and usage",
+                    url=self.endpoint.url,
+                )
             self.usage.prompt_tokens = (
                 usage.input_tokens
                 + (usage.cache_creation_input_tokens or 0)
                 + (usage.cache_read_input_tokens or 0)
             )
-            self.usage.completion_tokens = usage.output_tokens
+            self.usage.completion_tokens = usage.output_tokens or 0
         elif isinstance(event, RawContentBlockStartEvent):
             return self._block_start(event)
         elif isinstance(event, RawContentBlockDeltaEvent):
             return self._block_delta(event)
         elif isinstance(event, RawMessageDeltaEvent):
-            self.stop_reason = event.delta.stop_reason or self.stop_reason
-            self.usage.completion_tokens = event.usage.output_tokens  # cumulative
+            delta, usage = getattr(event, "delta", None), getattr(event, "usage", None)
+            self.stop_reason = getattr(delta, "stop_reason", None) or self.stop_reason
+            if usage is not None and usage.output_tokens is not None:
+                self.usage.completion_tokens = usage.output_tokens  # cumulative
         elif isinstance(event, RawMessageStopEvent):
             self.is_stopped = True
         return []

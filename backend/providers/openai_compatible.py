@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
+from typing import Any
 
 import httpx2
 import openai
@@ -246,9 +247,11 @@ class _ReplyAssembly:
         if chunk.usage is not None:
             self.usage = Usage(chunk.usage.prompt_tokens, chunk.usage.completion_tokens)
         events: list[ProviderEvent] = []
-        for choice in chunk.choices:
+        for choice in self._choices(chunk):
             if choice.index != 0:  # we never ask for n > 1
                 continue
+            if choice.delta is None:
+                raise self._shapeless("a chunk's choice has no delta")
             events.extend(self._delta(choice.delta))
             if choice.finish_reason is not None:
                 self.finish_reason = choice.finish_reason
@@ -259,8 +262,13 @@ class _ReplyAssembly:
         if completion.usage is not None:
             self.usage = Usage(completion.usage.prompt_tokens, completion.usage.completion_tokens)
         events: list[ProviderEvent] = []
-        for choice in completion.choices[:1]:
+        choices = self._choices(completion)
+        if not choices:
+            raise self._shapeless("the answer holds no choices")
+        for choice in choices[:1]:
             message = choice.message
+            if message is None:
+                raise self._shapeless("the answer's choice has no message")
             reasoning = _reasoning_text(message)
             if reasoning:
                 events.append(ThinkingDelta(reasoning))
@@ -274,6 +282,19 @@ class _ReplyAssembly:
                     self.tool_calls[index] = pending
             self.finish_reason = choice.finish_reason
         return events
+
+    def _choices(self, answer: ChatCompletion | ChatCompletionChunk) -> list[Any]:
+        """The answer's choices. The SDK builds answers without validating them, so a
+        shape-valid reply may lack them: that is a bad response, not a crash."""
+        choices = getattr(answer, "choices", None)
+        if choices is None:
+            return []
+        if not isinstance(choices, list):
+            raise self._shapeless("its choices are not a list")
+        return choices
+
+    def _shapeless(self, what: str) -> ProviderBadResponse:
+        return ProviderBadResponse(self.endpoint.provider, what, url=self.endpoint.url)
 
     def _delta(self, delta: ChoiceDelta) -> list[ProviderEvent]:
         events: list[ProviderEvent] = []

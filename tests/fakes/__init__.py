@@ -103,8 +103,16 @@ class StreamError:
     text: str = ""
 
 
-Step = str | Text | ToolCalls | HttpError | Delay | StreamCut | Empty | StreamError
-Answer = Text | ToolCalls | StreamCut | Empty | StreamError  # steps each protocol renders
+@dataclass(frozen=True)
+class Shapeless:
+    """HTTP 200 with JSON that parses but is no answer (`{}`, `{"choices": []}`...): `body` as
+    the whole reply, or streamed as one chunk before the stream ends."""
+
+    body: Mapping[str, object]
+
+
+Step = str | Text | ToolCalls | HttpError | Delay | StreamCut | Empty | StreamError | Shapeless
+Answer = Text | ToolCalls | StreamCut | Empty | StreamError | Shapeless  # each protocol renders
 
 
 @dataclass(frozen=True)

@@ -19,6 +19,7 @@ from . import (
     HttpError,
     RecordedRequest,
     Reply,
+    Shapeless,
     StreamCut,
     StreamError,
     Text,
@@ -68,6 +69,9 @@ class FakeOpenAIServer(FakeServer):
 
     async def answer(self, step: Answer, request: RecordedRequest, reply: Reply) -> None:
         body = request.body or {}
+        if isinstance(step, Shapeless):
+            await _shapeless(step, streamed=bool(body.get("stream")), reply=reply)
+            return
         if not body.get("stream"):
             await reply.json(200, _completion(step, body), {"x-request-id": "req_fake"})
             return
@@ -91,6 +95,16 @@ class FakeOpenAIServer(FakeServer):
                 await reply.send(chunks.usage_sse(_output_words(step)))
         await reply.send("data: [DONE]\n\n")
         await reply.end_stream()
+
+
+async def _shapeless(step: Shapeless, *, streamed: bool, reply: Reply) -> None:
+    if not streamed:
+        await reply.json(200, step.body)
+        return
+    await reply.start_stream()
+    await reply.send(f"data: {json.dumps(step.body)}\n\n")
+    await reply.send("data: [DONE]\n\n")
+    await reply.end_stream()
 
 
 def _deltas(step: Answer) -> list[dict[str, Any]]:

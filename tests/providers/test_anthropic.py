@@ -27,8 +27,19 @@ from backend.errors import (
     ProviderUnavailable,
 )
 from backend.providers.anthropic import AnthropicProvider
-from tests.fakes import Call, Delay, Empty, HttpError, StreamCut, StreamError, Text, ToolCalls
+from tests.fakes import (
+    Call,
+    Delay,
+    Empty,
+    HttpError,
+    Shapeless,
+    StreamCut,
+    StreamError,
+    Text,
+    ToolCalls,
+)
 from tests.fakes.anthropic_server import FakeAnthropicServer
+from tests.providers.conftest import MakeAnthropic
 
 WEATHER = ToolSpec(
     name="weather",
@@ -331,3 +342,18 @@ async def test_empty_reply_raises_empty_reply(
 
     with pytest.raises(EmptyReply):
         await collect(anthropic_provider.stream(hello))
+
+
+@pytest.mark.parametrize(
+    "body", [{}, {"type": "message_start"}, {"type": "message_start", "message": {}}]
+)
+async def test_a_stream_whose_events_carry_no_message_is_a_bad_response(
+    anthropic_server: FakeAnthropicServer,
+    make_anthropic: MakeAnthropic,
+    hello: ChatRequest,
+    body: dict[str, object],
+) -> None:
+    anthropic_server.push(Shapeless(body))
+    with pytest.raises(ProviderBadResponse) as caught:
+        await collect(make_anthropic().stream(hello))
+    assert caught.value.is_retryable

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import socket
 from collections.abc import AsyncIterator
+from dataclasses import replace
 
 import openai
 import pytest
@@ -33,12 +34,14 @@ from tests.fakes import (
     Delay,
     Empty,
     HttpError,
+    Shapeless,
     StreamCut,
     StreamError,
     Text,
     ToolCalls,
 )
 from tests.fakes.openai_server import FakeOpenAIServer
+from tests.providers.conftest import MakeOpenAI
 
 WEATHER = ToolSpec(
     name="weather",
@@ -363,3 +366,27 @@ async def test_empty_reply_raises_empty_reply(
 
     with pytest.raises(EmptyReply):
         await collect(openai_provider.stream(hello))
+
+
+SHAPELESS = [
+    {},
+    {"id": "x", "object": "chat.completion", "choices": []},
+    {"id": "x", "object": "chat.completion", "choices": None},
+    {"id": "x", "choices": [{"index": 0, "finish_reason": "stop"}]},  # no message
+]
+
+
+@pytest.mark.parametrize("body", SHAPELESS)
+@pytest.mark.parametrize("stream", [False, True])
+async def test_a_shape_valid_answer_without_choices_is_a_bad_response(
+    openai_server: FakeOpenAIServer,
+    make_openai: MakeOpenAI,
+    hello: ChatRequest,
+    body: dict[str, object],
+    stream: bool,
+) -> None:
+    openai_server.push(Shapeless(body))
+    with pytest.raises(ProviderBadResponse) as caught:
+        await collect(make_openai().stream(replace(hello, stream=stream)))
+    assert caught.value.is_retryable  # retried and falling back like other bad answers
+    assert caught.value.message.startswith("openai (")

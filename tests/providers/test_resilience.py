@@ -5,7 +5,7 @@ from __future__ import annotations
 import subprocess
 import sys
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 
 import pytest
@@ -29,7 +29,7 @@ from backend.providers.resilience import (
 )
 from backend.providers.scripted import ScriptedProvider, ScriptedStreamCut
 from backend.settings import ModelSettings, ProviderSettings
-from tests.fakes import HttpError, RecordingSleep, StreamCut, Text
+from tests.fakes import HttpError, RecordingSleep, Shapeless, StreamCut, Text
 from tests.fakes.anthropic_server import FakeAnthropicServer
 from tests.fakes.openai_server import FakeOpenAIServer
 
@@ -330,3 +330,20 @@ def test_importing_the_registry_does_not_import_the_sdks() -> None:
     )
 
     assert result.stdout.split() == ["False", "False"]
+
+
+async def test_an_answer_without_choices_is_retried_like_any_bad_answer(
+    openai_server: FakeOpenAIServer,
+    openai_provider: OpenAICompatibleProvider,
+    hello: ChatRequest,
+    sleep: RecordingSleep,
+) -> None:
+    openai_server.push(Shapeless({}), Text("second try"))
+    provider = RetryingProvider(openai_provider, max_retries=2, max_wait_s=10, sleep=sleep)
+
+    events = await collect(provider.stream(replace(hello, stream=False)))
+
+    retries = [event for event in events if isinstance(event, RetryScheduled)]
+    assert [r.reason for r in retries] == ["provider_bad_response"]
+    assert "holds no choices" in retries[0].message
+    assert text_of(events) == "second try"
