@@ -29,7 +29,7 @@ from backend.domain.events import (
 )
 from backend.domain.ids import new_turn_id
 from backend.domain.messages import Session, StoredMessage, Usage, UserInput
-from backend.errors import Conflict, EmptyReply, TallyError, TurnCancelled
+from backend.errors import Conflict, EmptyReply, InvalidInput, TallyError, TurnCancelled
 from backend.storage.messages import MessageRepository
 from backend.storage.tool_conversations import ToolConversationRepository
 from backend.storage.usage import UsageDay
@@ -204,6 +204,13 @@ class TurnRunner:
                     "this Idempotency-Key was used for a turn in another session",
                     code="idempotency_key_reused",
                 )
+            if earlier and not _is_same_input(earlier[0], request.user_input):
+                # As payment APIs do: a key names one request; another body is a client bug.
+                raise InvalidInput(
+                    "this Idempotency-Key was used with a different message; send a new "
+                    "message with a new key",
+                    code="idempotency_key_mismatch",
+                )
             if earlier:
                 return await self._replay(handle, earlier)
         return await self._messages.add_user(
@@ -363,3 +370,7 @@ class TurnRunner:
             )
         )
         return stored
+
+
+def _is_same_input(stored: StoredMessage, user_input: UserInput) -> bool:
+    return stored.content == user_input.text and stored.images == user_input.images

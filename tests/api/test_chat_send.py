@@ -259,6 +259,30 @@ async def test_idempotency_key_returns_the_first_result(settings: Settings) -> N
     assert len(provider.requests) == 1
 
 
+async def test_an_idempotency_key_reused_with_another_message_is_refused(
+    settings: Settings,
+) -> None:
+    provider = ScriptedProvider()
+    provider.push("first answer", "never sent")
+    async with serve(create_app(settings, provider=provider)) as client:
+        session_id = await new_session(client)
+        headers = {"Idempotency-Key": "abc-123"}
+        body = {"session_id": session_id, "message": "once"}
+        first = await client.post("/api/chat/send", json=body, headers=headers)
+        other = {"session_id": session_id, "message": "something else"}
+        refused = await client.post("/api/chat/send", json=other, headers=headers)
+        streamed = await client.post(
+            "/api/chat/send", json={**other, "stream": True}, headers=headers
+        )
+        stored = await messages_of(client, session_id)
+    assert first.status_code == 200
+    for response in (refused, streamed):
+        assert response.status_code == 422, response.text
+        assert response.json()["error"]["code"] == "idempotency_key_mismatch"
+    assert [m["content"] for m in stored] == ["once", "first answer"]  # nothing new stored
+    assert len(provider.requests) == 1
+
+
 async def test_idempotent_retry_after_a_failure_answers_without_a_second_user_message(
     settings: Settings,
 ) -> None:

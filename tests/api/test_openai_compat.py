@@ -373,6 +373,20 @@ async def test_an_idempotency_key_answers_a_retry_once(
     assert len(provider.requests) == 1
 
 
+async def test_an_idempotency_key_reused_with_another_message_is_refused(
+    served: tuple[httpx.AsyncClient, FastAPI, ScriptedProvider],
+) -> None:
+    client, _, provider = served
+    provider.push("only once", "never")
+    oa = sdk(client)
+    headers = {"X-Tally-Session": "retrying", "Idempotency-Key": "req-1"}
+    await oa.chat.completions.create(model="m", messages=said("x"), extra_headers=headers)
+    with pytest.raises(openai.UnprocessableEntityError) as refused:
+        await oa.chat.completions.create(model="m", messages=said("y"), extra_headers=headers)
+    assert refused.value.code == "idempotency_key_mismatch"
+    assert len(provider.requests) == 1
+
+
 async def test_concurrent_first_requests_share_one_session(
     served: tuple[httpx.AsyncClient, FastAPI, ScriptedProvider],
 ) -> None:
