@@ -11,10 +11,13 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from backend.api.text_fields import INVALID_TEXT
 from backend.errors import TallyError
 
 log = logging.getLogger(__name__)
 
+# Pydantic refuses a lone surrogate itself (`string_unicode`); our fields refuse a NUL.
+TEXT_ERRORS = {INVALID_TEXT, "string_unicode"}
 HTTP_CODES = {
     400: "invalid_request",
     401: "unauthorized",
@@ -56,7 +59,9 @@ async def _validation_error(_request: Request, exc: Exception) -> JSONResponse:
     if undecodable is not None:
         return error_response(422, "invalid_json", _describe_invalid_json(undecodable, exc.body))
     problems = [_describe(error) for error in errors[:5]]
-    return error_response(422, "invalid_request", "; ".join(problems) or "invalid request")
+    is_text = any(error.get("type") in TEXT_ERRORS for error in errors)
+    code = INVALID_TEXT if is_text else "invalid_request"
+    return error_response(422, code, "; ".join(problems) or "invalid request")
 
 
 def _describe_invalid_json(error: Any, document: Any) -> str:

@@ -17,6 +17,7 @@ from backend.api.schemas import (
     ProvenancePublic,
     RevertResponse,
 )
+from backend.api.text_fields import Text
 from backend.chat.revert import revert_compaction
 from backend.errors import InvalidInput
 from backend.memory.entries import MemoryDocument, MemoryEntry, NewEntry, neutralise
@@ -24,7 +25,7 @@ from backend.memory.entries import MemoryDocument, MemoryEntry, NewEntry, neutra
 router = APIRouter(prefix="/api/memory", tags=["memory"])
 
 UserScope = Annotated[
-    str, Query(alias="user", max_length=200, description="end user (memory.scope: user)")
+    Text, Query(alias="user", max_length=200, description="end user (memory.scope: user)")
 ]
 
 MAX_MANUAL_ENTRY_CHARS = 2_000
@@ -77,7 +78,7 @@ async def replace_memory(
 async def search_entries(
     services: ServicesDep,
     tenant_id: TenantDep,
-    q: Annotated[str, Query(max_length=500)] = "",
+    q: Annotated[Text, Query(max_length=500)] = "",
     limit: Annotated[int, Query(ge=1, le=500)] = 50,
     user: UserScope = "",
 ) -> MemoryEntryList:
@@ -91,20 +92,14 @@ async def search_entries(
 
 
 def checked_entry_content(content: str) -> str:
-    """`content` of an entry written by hand, refused with a clear code when it cannot be one:
-    the store would neutralise a NUL or a lone surrogate silently, so they are refused here."""
+    """`content` of an entry written by hand, refused with a clear code when it cannot be one
+    (text that cannot be stored is refused by the schema, `api/text_fields.py`)."""
     if len(content) > MAX_MANUAL_ENTRY_CHARS:
         raise InvalidInput(
             f"a memory entry has at most {MAX_MANUAL_ENTRY_CHARS} characters; "
             f"this one has {len(content)}",
             code="memory_entry_too_long",
         )
-    if "\x00" in content:
-        raise InvalidInput("the entry contains a NUL character", code="invalid_text")
-    try:
-        content.encode("utf-8")
-    except UnicodeEncodeError as exc:  # lone surrogates from JSON \ud800 escapes
-        raise InvalidInput("the entry is not valid Unicode text", code="invalid_text") from exc
     if not neutralise(content):
         raise InvalidInput("the entry is empty", code="empty_memory_entry")
     return content

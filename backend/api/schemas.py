@@ -7,7 +7,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-Title = Annotated[str, Field(max_length=200)]
+from backend.api.text_fields import Text, Title
 
 
 class Body(BaseModel):
@@ -24,7 +24,7 @@ class SessionUpdate(Body):
 
 
 class SummaryUpdate(Body):
-    summary: Annotated[str, Field(max_length=50_000)]
+    summary: Annotated[Text, Field(max_length=50_000)]
 
 
 class SessionPublic(BaseModel):
@@ -164,11 +164,11 @@ class ErrorBody(BaseModel):
 
 
 class MemoryUpdate(Body):
-    content: Annotated[str, Field(max_length=5_000_000)]
+    content: Annotated[Text, Field(max_length=5_000_000)]
 
 
 class MemoryEntryCreate(Body):
-    content: str = Field(
+    content: Text = Field(
         description="the fact, one line: line breaks and `|` are neutralised; "
         "at most 2,000 characters, no NUL"
     )

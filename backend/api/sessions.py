@@ -20,6 +20,7 @@ from backend.api.schemas import (
     ToolConversationList,
     ToolConversationPublic,
 )
+from backend.api.text_fields import Text
 from backend.domain.messages import Session, StoredMessage
 
 router = APIRouter(prefix="/api/chat/sessions", tags=["sessions"])
@@ -67,7 +68,7 @@ async def list_sessions(
     tenant_id: TenantDep,
     limit: Annotated[int, Query(ge=1, le=200)] = 50,
     offset: Annotated[int, Query(ge=0, le=MAX_ID)] = 0,
-    q: Annotated[str | None, Query(max_length=200)] = None,
+    q: Annotated[Text | None, Query(max_length=200)] = None,
 ) -> SessionList:
     sessions, total = await services.sessions.list(
         tenant_id=tenant_id, limit=limit, offset=offset, query=q

@@ -7,6 +7,7 @@ import binascii
 
 from backend.api.schemas import ContentPartIn, ImagePartIn
 from backend.domain.messages import ImagePart, UserInput
+from backend.domain.text import text_problem
 from backend.errors import InvalidInput, PayloadTooLarge
 
 MAX_IMAGES = 8
@@ -34,12 +35,9 @@ def _check_text(text: str, *, max_chars: int) -> None:
             f"the message has {len(text)} characters; the limit is {max_chars}",
             code="message_too_long",
         )
-    if "\x00" in text:
-        raise InvalidInput("the message contains a NUL character", code="invalid_text")
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError as exc:  # lone surrogates from JSON \ud800 escapes
-        raise InvalidInput("the message is not valid Unicode text", code="invalid_text") from exc
+    problem = text_problem(text)
+    if problem is not None:
+        raise InvalidInput(f"the message {problem}", code="invalid_text")
 
 
 def _image(part: ImagePartIn) -> ImagePart:

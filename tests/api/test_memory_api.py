@@ -233,7 +233,7 @@ async def test_an_entry_that_cannot_be_one_line_of_memory_is_refused_and_stores_
         "missing": (422, "invalid_request"),
         "wrong type": (422, "invalid_request"),
         "extra field": (422, "invalid_request"),
-        "not json": (422, "invalid_request"),
+        "not json": (422, "invalid_json"),
     }
     assert longest.status_code == 201
     assert [e["content"] for e in memory["entries"]] == ["y" * 2000]
