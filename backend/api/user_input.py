@@ -12,6 +12,12 @@ from backend.errors import InvalidInput, PayloadTooLarge
 
 MAX_IMAGES = 8
 MAX_IMAGE_BYTES = 5 * 1024 * 1024
+# The first bytes of each image type we accept: a part labelled image/png must be one.
+SIGNATURES = {
+    "image/png": (b"\x89PNG\r\n\x1a\n",),
+    "image/jpeg": (b"\xff\xd8\xff",),
+    "image/gif": (b"GIF87a", b"GIF89a"),
+}
 
 
 def to_user_input(message: str | list[ContentPartIn], *, max_chars: int) -> UserInput:
@@ -49,4 +55,13 @@ def _image(part: ImagePartIn) -> ImagePart:
         raise PayloadTooLarge(
             f"an image is larger than {MAX_IMAGE_BYTES} bytes", code="image_too_large"
         )
+    if not _is_image_of_type(raw, part.media_type):
+        what = "is empty" if not raw else f"is not a {part.media_type} image"
+        raise InvalidInput(f"an image's data {what}", code="invalid_image")
     return ImagePart(media_type=part.media_type, data=part.data)
+
+
+def _is_image_of_type(raw: bytes, media_type: str) -> bool:
+    if media_type == "image/webp":
+        return raw[:4] == b"RIFF" and raw[8:12] == b"WEBP"
+    return raw.startswith(SIGNATURES.get(media_type, ()))

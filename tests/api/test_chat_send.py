@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import base64
 from pathlib import Path
 
 import httpx
@@ -142,6 +143,21 @@ async def test_provider_error_before_output_stores_only_the_user_message(
         ({"message": "x" * 100_001}, 413, "message_too_long"),
         (
             {"message": [{"type": "image", "media_type": "image/png", "data": "!!"}]},
+            422,
+            "invalid_image",
+        ),
+        (
+            {"message": [{"type": "image", "media_type": "image/png", "data": ""}]},
+            422,
+            "invalid_image",
+        ),
+        (  # text bytes labelled as a picture
+            {"message": [{"type": "image", "media_type": "image/png", "data": "aGVsbG8="}]},
+            422,
+            "invalid_image",
+        ),
+        (  # a PNG labelled as JPEG
+            {"message": [{"type": "image", "media_type": "image/jpeg", "data": "iVBORw0KGgo="}]},
             422,
             "invalid_image",
         ),
@@ -366,3 +382,24 @@ async def test_resuming_a_cut_turn_sends_its_message_once(settings: Settings) ->
         resumed = await client.post("/api/chat/send", json=body, headers=headers)
     assert cut.status_code == 502 and resumed.json()["reply"] == "Whole answer."
     assert [(m.role, m.content) for m in provider.requests[-1].messages] == [("user", "please")]
+
+
+@pytest.mark.parametrize(
+    ("media_type", "head"),
+    [
+        ("image/png", b"\x89PNG\r\n\x1a\n"),
+        ("image/jpeg", b"\xff\xd8\xff\xe0"),
+        ("image/gif", b"GIF89a"),
+        ("image/webp", b"RIFF\x10\x00\x00\x00WEBPVP8 "),
+    ],
+)
+async def test_an_image_whose_bytes_match_its_type_is_kept(
+    settings: Settings, media_type: str, head: bytes
+) -> None:
+    data = base64.b64encode(head + b"\x00" * 16).decode()
+    part = {"type": "image", "media_type": media_type, "data": data}
+    async with serve(create_app(settings, provider=ScriptedProvider())) as client:
+        response = await client.post("/api/chat/send", json={"message": [part]})
+        stored = await messages_of(client, response.json()["session_id"])
+    assert response.status_code == 200, response.text
+    assert stored[0]["images"] == [{"media_type": media_type, "data": data}]
