@@ -114,10 +114,18 @@ class SummarizerSettings(Strict):
 
 
 class PersonaSettings(Strict):
-    name: str = "Tally"
+    name: str = Field("Tally", min_length=1, max_length=80)
     language: Literal["en", "zh"] = "en"
     max_history_messages: int = Field(50, ge=-1)
     system_template: str = "system.md.j2"
+
+    @field_validator("name")
+    @classmethod
+    def _one_plain_line(cls, value: str) -> str:
+        # The name is rendered into the system prompt: it must not be able to start a line.
+        if any(ord(c) < 32 or 0x7F <= ord(c) <= 0x9F or c in "\u2028\u2029" for c in value):
+            raise ValueError("one line of text: no line breaks or control characters")
+        return value
 
     @field_validator("max_history_messages")
     @classmethod

@@ -15,6 +15,7 @@ from backend.chat.tokens import MESSAGE_OVERHEAD, TokenCounter
 from backend.domain.events import Compacted
 from backend.domain.messages import Session, StoredMessage
 from backend.domain.requests import ChatRequest, RequestMessage
+from backend.memory.entries import neutralise
 from backend.metrics import PROMPT_BUILD_SECONDS
 from backend.settings import PersonaSettings
 from backend.tools.registry import ToolRegistry
@@ -110,7 +111,7 @@ class RequestBuilder:
             "model": settings.model.name,
             "tools": [spec.name for spec in self._tools.specs],
             "memory": memory_lines,
-            "summary": summary,
+            "summary": quoted_summary(summary),
         }
 
     def _fit(self, request: ChatRequest, window: list[StoredMessage]) -> BuiltRequest:
@@ -144,3 +145,11 @@ class RequestBuilder:
         if stored.token_count is not None and not sent.images:
             return stored.token_count + MESSAGE_OVERHEAD
         return self._counter.count_message(sent)
+
+
+def quoted_summary(summary: str) -> str:
+    """The session summary as quoted data for the system prompt: each line neutralised (no
+    control character, no `|`) and prefixed with `> `, so no summary, however it was written,
+    can start a heading or forge a memory line there."""
+    lines = [neutralise(line) for line in summary.splitlines()]
+    return "\n".join(f"> {line}" for line in lines if line)

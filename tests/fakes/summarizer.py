@@ -17,9 +17,10 @@ NEW_USER_LINE = re.compile(r"^\[new\] user: (.*)$", re.MULTILINE)
 @dataclass
 class EchoSummarizer:
     """Answers `## Memory` with `- user said: <text>` per [new] user message, and a summary
-    counting the messages. `calls` counts the requests it answered."""
+    counting the messages (or `summary`, when given). `calls` counts the requests it answered."""
 
     name: str = "echo-summarizer"
+    summary: str | None = None
     calls: int = 0
     requests: list[ChatRequest] = field(default_factory=list)
 
@@ -29,7 +30,8 @@ class EchoSummarizer:
         prompt = request.messages[-1].content
         said = NEW_USER_LINE.findall(prompt)
         memory = "\n".join(f"- user said: {text}" for text in said) or "NOTHING TO RECORD"
-        answer = f"## Memory\n{memory}\n\n## Summary\nThe user sent {len(said)} new messages."
+        summary = self.summary or f"The user sent {len(said)} new messages."
+        answer = f"## Memory\n{memory}\n\n## Summary\n{summary}"
         yield TextDelta(answer)
         yield UsageReported(Usage(prompt_tokens=len(prompt) // 4, completion_tokens=20))
         yield Finished("stop")
