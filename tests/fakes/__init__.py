@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
 from typing import Any, Self
+from urllib.parse import parse_qsl
 
 # ---- steps: what the next model call answers ---------------------------------------------------
 
@@ -120,7 +121,8 @@ class RecordedRequest:
     method: str
     path: str
     headers: dict[str, str]  # names lower-cased
-    body: Any  # the parsed JSON body, or None
+    body: Any  # the parsed JSON or form body (a form as a dict of strings), or None
+    query: dict[str, str] = field(default_factory=dict)
 
 
 def words(text: str) -> list[str]:
@@ -180,6 +182,10 @@ class Reply:
         data = json.dumps(body).encode()
         head = {"content-type": "application/json", "content-length": str(len(data))}
         head.update(headers or {})
+        await self._write(self._head(status, head) + data)
+
+    async def raw(self, status: int, data: bytes, content_type: str) -> None:
+        head = {"content-type": content_type, "content-length": str(len(data))}
         await self._write(self._head(status, head) + data)
 
     async def start_stream(self, headers: Mapping[str, str] | None = None) -> None:
@@ -417,8 +423,16 @@ async def _read_request(reader: asyncio.StreamReader) -> RecordedRequest | None:
         headers[name.strip().lower()] = value.strip()
     length = int(headers.get("content-length", "0"))
     raw = await reader.readexactly(length) if length else b""
-    body = json.loads(raw) if raw else None
-    return RecordedRequest(method, target.split("?", 1)[0], headers, body)
+    path, _, query = target.partition("?")
+    return RecordedRequest(method, path, headers, _parse_body(raw, headers), dict(parse_qsl(query)))
+
+
+def _parse_body(raw: bytes, headers: Mapping[str, str]) -> Any:
+    if not raw:
+        return None
+    if headers.get("content-type", "").startswith("application/x-www-form-urlencoded"):
+        return dict(parse_qsl(raw.decode("utf-8"), keep_blank_values=True))
+    return json.loads(raw)
 
 
 UNTRUSTED_CERT = Path(__file__).with_name("untrusted_cert.pem")  # self-signed, with its key
