@@ -65,6 +65,7 @@ class ServerSettings(Strict):
 
 class AuthSettings(Strict):
     mode: Literal["none", "keys"] = "none"
+    revocation_check_s: float = Field(5.0, gt=0, le=3600)  # how often a turn re-checks its key
 
 
 class DatabaseSettings(Strict):
