@@ -6,13 +6,15 @@ import logging
 import os
 from collections.abc import AsyncIterator, Iterable
 from contextlib import asynccontextmanager
+from typing import Any
 
 from fastapi import FastAPI
 from fastapi.staticfiles import StaticFiles
 
-from backend.api import admin, chat, health, memory, metrics, openai_compat, sessions, usage
+from backend.api import admin, chat, docs, health, memory, metrics, openai_compat, sessions, usage
 from backend.api.errors import install_error_handlers
 from backend.api.limits import BodySizeLimit
+from backend.api.request_head import ANY_HOST, LOOPBACK_HOSTS, HostPolicy, RequestHeadCheck
 from backend.composition import ADMIN_KEY_ENV, build_services
 from backend.providers.base import ChatProvider
 from backend.resources import frontend_dir
@@ -23,6 +25,35 @@ log = logging.getLogger("tally")
 
 DEFAULT_TENANT = "default"
 FRONTEND = frontend_dir()
+# The HTTP parser's bound on a header block still arriving; the request line and line ends
+# come on top of the headers that RequestHeadCheck counts.
+REQUEST_LINE_ALLOWANCE = 16 * 1024
+
+
+def uvicorn_options(settings: Settings) -> dict[str, Any]:
+    """What `tally serve` (and the tests' server) pass to uvicorn besides the app and address.
+
+    h11 is named rather than left to uvicorn's choice (httptools when installed), since the
+    header block bound is h11's."""
+    return {
+        "http": "h11",
+        "h11_max_incomplete_event_size": settings.server.max_header_bytes + REQUEST_LINE_ALLOWANCE,
+    }
+
+
+def host_policy(settings: Settings) -> HostPolicy:
+    """`server.allowed_hosts`, by default the loopback names with auth.mode none (against DNS
+    rebinding) and any host with keys."""
+    allowed = settings.server.allowed_hosts
+    if allowed is None:
+        allowed = list(LOOPBACK_HOSTS) if settings.auth.mode == "none" else [ANY_HOST]
+    return HostPolicy(allowed)
+
+
+def is_public_docs(settings: Settings) -> bool:
+    if settings.server.public_docs is not None:
+        return settings.server.public_docs
+    return settings.auth.mode == "none"
 
 
 def create_app(
@@ -56,12 +87,33 @@ def create_app(
                 )
             yield
 
-    app = FastAPI(title="Tally", version="0.1.0", lifespan=lifespan)
+    is_public = is_public_docs(settings)
+    app = FastAPI(
+        title="Tally",
+        version="0.1.0",
+        lifespan=lifespan,
+        openapi_url="/openapi.json" if is_public else None,
+        docs_url="/docs" if is_public else None,
+        redoc_url="/redoc" if is_public else None,
+    )
+    app.state.settings = settings
     install_error_handlers(app)
+    _install_routes(app, settings)
+    return app
+
+
+def _install_routes(app: FastAPI, settings: Settings) -> None:
     app.add_middleware(BodySizeLimit, max_bytes=settings.server.max_body_bytes)
+    app.add_middleware(  # added last, so it runs first: before the body is read
+        RequestHeadCheck,
+        hosts=host_policy(settings),
+        max_headers=settings.server.max_headers,
+        max_header_bytes=settings.server.max_header_bytes,
+    )
     routers = (health, sessions, chat, memory, admin, usage, metrics, openai_compat)
     for module in routers:
         app.include_router(module.router)
+    if not is_public_docs(settings):
+        app.include_router(docs.router)
     if FRONTEND.is_dir():
         app.mount("/", StaticFiles(directory=FRONTEND, html=True), name="frontend")
-    return app

@@ -40,6 +40,18 @@ class ServerSettings(Strict):
     port: int = Field(8000, ge=0, le=65535)
     max_message_chars: int = Field(100_000, ge=1)
     max_body_bytes: int = Field(8 * 1024 * 1024, ge=1024)
+    max_header_bytes: int = Field(32 * 1024, ge=1024)
+    max_headers: int = Field(100, ge=10)
+    # None: loopback names with auth.mode none, any host with keys. "*" allows any.
+    allowed_hosts: list[str] | None = None
+    public_docs: bool | None = None  # None: on with auth.mode none, off with keys
+
+    @field_validator("allowed_hosts")
+    @classmethod
+    def _host_names(cls, hosts: list[str] | None) -> list[str] | None:
+        if hosts is not None and any(not h or set(h) & set("/ @,") for h in hosts):
+            raise ValueError('host names only (example.com, *.example.com, [::1]) or "*"')
+        return hosts
 
     @property
     def is_loopback(self) -> bool:
@@ -53,6 +65,7 @@ class ServerSettings(Strict):
 
 class AuthSettings(Strict):
     mode: Literal["none", "keys"] = "none"
+    revocation_check_s: float = Field(5.0, gt=0, le=3600)  # how often a turn re-checks its key
 
 
 class DatabaseSettings(Strict):

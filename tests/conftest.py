@@ -17,6 +17,7 @@ import pytest
 import uvicorn
 from fastapi import FastAPI
 
+from backend.app import uvicorn_options
 from backend.settings import Settings, parse_settings
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -122,8 +123,14 @@ def settings(database_url: str, tmp_path: Path) -> Settings:
 
 @asynccontextmanager
 async def serve(app: FastAPI) -> AsyncIterator[httpx.AsyncClient]:
-    """Run `app` under uvicorn on 127.0.0.1 in this event loop; yield a client for it."""
-    config = uvicorn.Config(app, host="127.0.0.1", port=0, log_level="warning", lifespan="on")
+    """Run `app` under uvicorn on 127.0.0.1 in this event loop; yield a client for it.
+
+    A Tally app is served with the uvicorn options `tally serve` uses (its header bounds)."""
+    settings: Settings | None = getattr(app.state, "settings", None)
+    options = uvicorn_options(settings) if settings is not None else {}
+    config = uvicorn.Config(
+        app, host="127.0.0.1", port=0, log_level="warning", lifespan="on", **options
+    )
     server = uvicorn.Server(config)
     task = asyncio.create_task(server.serve())
     while not server.started:

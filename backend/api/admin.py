@@ -109,6 +109,8 @@ async def update_tenant(
         values["disabled_at"] = datetime.now(UTC) if body.disabled else None
     tenant = await services.tenants.update(tenant_id=tenant_id, **values)
     services.runtimes.invalidate(tenant_id)
+    if body.disabled:
+        services.authenticator.notice_revocation()  # its turns in flight end now
     return tenant_public(tenant)
 
 
@@ -135,4 +137,5 @@ async def list_keys(tenant_id: str, services: ServicesDep, admin: AdminDep) -> K
 async def revoke_key(key_id: str, services: ServicesDep, admin: AdminDep) -> Response:
     tenant_id = None if admin.is_operator else admin.tenant_id
     await services.api_keys.revoke(key_id=key_id, tenant_id=tenant_id)
+    services.authenticator.notice_revocation()  # its turns in flight end now
     return Response(status_code=204)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator
 from typing import Annotated
 
 from fastapi import APIRouter, Header
@@ -12,6 +12,7 @@ from fastapi.responses import JSONResponse, StreamingResponse
 from backend.api.auth import TenantDep
 from backend.api.deps import ServicesDep
 from backend.api.errors import error_response
+from backend.api.revocation import KeyWatchDep, events_until_revoked, result_unless_revoked
 from backend.api.schemas import (
     CancelResponse,
     ErrorBody,
@@ -45,6 +46,7 @@ async def send(
     body: SendRequest,
     services: ServicesDep,
     tenant_id: TenantDep,
+    watch: KeyWatchDep,
     idempotency_key: IdempotencyKey = None,
 ) -> SendResponse | StreamingResponse | JSONResponse:
     user_input = to_user_input(body.message, max_chars=services.settings.server.max_message_chars)
@@ -67,16 +69,18 @@ async def send(
         )
     )
     if body.stream:
+        events = events_until_revoked(handle, watch)
         # Wait for the turn to start, so a refusal (unknown session, quota) is an HTTP error.
-        first = await handle.next_event()
+        first = await anext(events)
         if isinstance(first, TurnFailed):
+            await events.aclose()
             return _failure(first)
         return StreamingResponse(
-            _event_stream(handle, first),
+            _event_stream(handle, first, events),
             media_type="text/event-stream",
             headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
         )
-    end = await handle.result()
+    end = await result_unless_revoked(handle, watch)
     return _failure(end) if isinstance(end, TurnFailed) else _send_response(end)
 
 
@@ -112,18 +116,21 @@ def _failure(event: TurnFailed) -> JSONResponse:
     return error_response(event.status, event.code, event.message, headers)
 
 
-async def _event_stream(handle: TurnHandle, first: TurnEvent) -> AsyncIterator[bytes]:
+async def _event_stream(
+    handle: TurnHandle, first: TurnEvent, events: AsyncGenerator[TurnEvent, None]
+) -> AsyncIterator[bytes]:
     is_finished = False
     ACTIVE_STREAMS.inc()
     try:
         yield encode_event(first)
-        async for event in handle.events():
+        async for event in events:
             yield encode_event(event)
         is_finished = True
     finally:
         ACTIVE_STREAMS.dec()
         if not is_finished:  # the client went away: stop the model call
             handle.cancel()
+        await events.aclose()  # events_until_revoked's key watch with it
 
 
 @router.post("/sessions/{session_id}/cancel")

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Coroutine
 from dataclasses import dataclass
 from typing import Annotated, Any
 
@@ -39,6 +39,7 @@ from backend.api.auth import TenantDep
 from backend.api.chat import IdempotencyKey
 from backend.api.deps import Services, ServicesDep
 from backend.api.errors import error_response
+from backend.api.revocation import KeyWatchDep, events_until_revoked, result_unless_revoked
 from backend.api.schemas import (
     AssistantMessageOut,
     ChatCompletion,
@@ -162,6 +163,7 @@ async def create_chat_completion(
     services: ServicesDep,
     tenant_id: TenantDep,
     response: Response,
+    watch: KeyWatchDep,
     session_name: SessionName = None,
     idempotency_key: IdempotencyKey = None,
 ) -> ChatCompletion | StreamingResponse | JSONResponse:
@@ -181,8 +183,9 @@ async def create_chat_completion(
     headers = {SESSION_ID_HEADER: session.id}
     if body.stream:
         is_usage_wanted = body.stream_options is not None and body.stream_options.include_usage
-        return await _stream(handle, body.model, headers, is_usage_wanted=is_usage_wanted)
-    end = await handle.result()
+        events = events_until_revoked(handle, watch)
+        return await _stream(handle, events, body.model, headers, is_usage_wanted=is_usage_wanted)
+    end = await result_unless_revoked(handle, watch)
     if isinstance(end, TurnFailed):
         return _failure(end, headers)
     response.headers.update(headers)
@@ -313,15 +316,20 @@ _OUTPUT = (TextDelta, ThinkingDelta, ToolStarted, TurnCompleted, TurnFailed)
 
 
 async def _stream(
-    handle: TurnHandle, model: str, headers: dict[str, str], *, is_usage_wanted: bool
+    handle: TurnHandle,
+    events: AsyncGenerator[TurnEvent, None],
+    model: str,
+    headers: dict[str, str],
+    *,
+    is_usage_wanted: bool,
 ) -> StreamingResponse | JSONResponse:
-    events = handle.events()
     head: list[TurnEvent] = []
     async for event in events:  # wait for output, so an early failure keeps its HTTP status
         head.append(event)
         if isinstance(event, _OUTPUT):
             break
     if isinstance(head[-1], TurnFailed):
+        await events.aclose()
         return _failure(head[-1], headers)
     chunks = _Chunks(f"chatcmpl-{handle.turn_id}", int(time.time()), model)
     return StreamingResponse(
@@ -331,11 +339,16 @@ async def _stream(
     )
 
 
-async def _chain(head: list[TurnEvent], rest: AsyncIterator[TurnEvent]) -> AsyncIterator[TurnEvent]:
-    for event in head:
-        yield event
-    async for event in rest:
-        yield event
+async def _chain(
+    head: list[TurnEvent], rest: AsyncGenerator[TurnEvent, None]
+) -> AsyncIterator[TurnEvent]:
+    try:
+        for event in head:
+            yield event
+        async for event in rest:
+            yield event
+    finally:
+        await rest.aclose()  # events_until_revoked's key watch with it
 
 
 @dataclass(frozen=True, slots=True)

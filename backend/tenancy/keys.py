@@ -2,12 +2,20 @@
 
 A key reads `tly_<prefix>_<secret>`: the prefix finds the row, the hash of the whole key must
 match. Keys carry 256 random bits, so a plain hash is as strong as a slow one here.
+
+A key stops working at once: a request after the revocation (or after its tenant was
+disabled) is a 401, and a turn in flight is ended by `wait_until_revoked`, which re-reads the
+key row periodically (several processes share the database) and at once when this process
+revoked a key or disabled a tenant.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import hashlib
 import hmac
+import logging
 import re
 import secrets
 from dataclasses import dataclass
@@ -16,6 +24,8 @@ from typing import Literal
 
 from backend.errors import Unauthorized
 from backend.storage.tenants import ApiKeyRecord, ApiKeyRepository
+
+log = logging.getLogger(__name__)
 
 Scope = Literal["chat", "admin"]
 KEY_FORMAT = re.compile(r"tly_([a-z0-9]{8})_[A-Za-z0-9_-]{43}")
@@ -30,7 +40,8 @@ class Principal:
 
     tenant_id: str
     scope: Scope
-    key_id: str | None = None
+    key_id: str | None = None  # None: the operator's key, or anyone with auth.mode none
+    key_prefix: str | None = None
 
     @property
     def is_operator(self) -> bool:
@@ -67,6 +78,7 @@ class Authenticator:
         self._keys = keys
         self._admin_hash = hash_key(admin_key) if admin_key else None
         self._touched: dict[str, datetime] = {}
+        self._revoked = asyncio.Event()  # replaced by a fresh one each time it is set
 
     async def authenticate(self, authorization: str | None) -> Principal:
         key = _bearer(authorization)
@@ -80,8 +92,36 @@ class Authenticator:
             if hmac.compare_digest(record.hash, digest):
                 await self._touch(record.id)
                 scope: Scope = "admin" if record.scope == "admin" else "chat"
-                return Principal(record.tenant_id, scope, record.id)
+                return Principal(record.tenant_id, scope, record.id, record.prefix)
         raise Unauthorized(UNAUTHORIZED)
+
+    async def is_active(self, principal: Principal) -> bool:
+        """Whether the principal's key is still unrevoked and its tenant enabled (the
+        operator's key, which has no row, always is)."""
+        if principal.key_id is None or principal.key_prefix is None:
+            return True
+        candidates = await self._keys.active_by_prefix(principal.key_prefix)
+        return any(record.id == principal.key_id for record in candidates)
+
+    def notice_revocation(self) -> None:
+        """A key was revoked or a tenant disabled in this process: turns re-check now."""
+        revoked, self._revoked = self._revoked, asyncio.Event()
+        revoked.set()
+
+    async def wait_until_revoked(self, principal: Principal, *, every_s: float) -> None:
+        """Return once the principal's key no longer authenticates, checked every `every_s`
+        seconds and on each `notice_revocation`; never for a key without a row."""
+        if principal.key_id is None:
+            await asyncio.Event().wait()
+        while True:
+            revoked = self._revoked
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(revoked.wait(), every_s)
+            try:
+                if not await self.is_active(principal):
+                    return
+            except Exception:  # the database is busy or away: the next check tries again
+                log.warning("could not re-check an API key", exc_info=True)
 
     async def _touch(self, key_id: str) -> None:
         # last_used_at at minute resolution: a write per request would cost more than auth.
