@@ -298,6 +298,8 @@ class TurnRunner:
                 handle.emit(event)
 
         handle._llm_task = asyncio.create_task(stream())
+        if handle.is_cancel_requested:  # asked while the request was being built
+            handle._llm_task.cancel()
         try:
             await handle._llm_task
         except TallyError as exc:
