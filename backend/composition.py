@@ -37,7 +37,8 @@ from backend.providers.base import ChatProvider
 from backend.providers.demo import DemoProvider
 from backend.providers.outcomes import ProviderOutcomes
 from backend.providers.registry import build_chat_provider
-from backend.settings import ModelSettings, Settings, describe_problems, tenant_settings
+from backend.settings import ModelSettings, Settings, tenant_settings
+from backend.settings_errors import describe_problems
 from backend.storage.database import Database
 from backend.storage.messages import MessageRepository
 from backend.storage.migrate import migrate
