@@ -12,7 +12,6 @@ from pathlib import Path
 from typing import Any
 
 from backend.api.auth import DEFAULT_TENANT
-from backend.api.deps import Services
 from backend.chat.budget import Budget
 from backend.chat.compiler import ModelLimits
 from backend.chat.demo_summarizer import DemoSummarizer
@@ -23,6 +22,8 @@ from backend.chat.overflow import OverflowPolicy, OverflowWorker
 from backend.chat.prompts import PromptRenderer, TemplateProblem
 from backend.chat.request_builder import RequestBuilder, RequestSettings
 from backend.chat.runtime import RuntimeRegistry, TenantRuntime
+from backend.chat.service import ChatService
+from backend.chat.services import Services
 from backend.chat.summarizer import Summarizer, SummaryModel
 from backend.chat.tokens import TokenCounter
 from backend.chat.turn import TurnRunner
@@ -115,6 +116,13 @@ async def build_services(
             build=factory.runtime,
         )
         tool_conversations = ToolConversationRepository(database)
+        turns = TurnRunner(
+            messages=factory.messages,
+            tool_conversations=tool_conversations,
+            locks=SessionLocks(database),
+            runtimes=runtimes,
+            token_quota=TokenQuota(usage),
+        )
         services = Services(
             settings=settings,
             database=database,
@@ -126,15 +134,16 @@ async def build_services(
             tenants=tenants,
             api_keys=api_keys,
             authenticator=Authenticator(api_keys, admin_key=os.environ.get(ADMIN_KEY_ENV)),
-            rate_limiter=RequestRateLimiter(),
             usage=usage,
             runtimes=runtimes,
-            turns=TurnRunner(
+            turns=turns,
+            chat=ChatService(
+                sessions=factory.sessions,
                 messages=factory.messages,
-                tool_conversations=tool_conversations,
-                locks=SessionLocks(database),
+                turns=turns,
                 runtimes=runtimes,
-                token_quota=TokenQuota(usage),
+                rate_limiter=RequestRateLimiter(),
+                max_message_chars=settings.server.max_message_chars,
             ),
             provider_outcomes=outcomes,
         )

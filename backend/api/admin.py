@@ -9,7 +9,7 @@ from typing import Any
 from fastapi import APIRouter, Response
 
 from backend.api.auth import AdminDep, Forbidden
-from backend.api.deps import Services, ServicesDep
+from backend.api.deps import ServicesDep
 from backend.api.schemas import (
     KeyCreate,
     KeyCreated,
@@ -20,6 +20,7 @@ from backend.api.schemas import (
     TenantPublic,
     TenantUpdate,
 )
+from backend.chat.services import Services
 from backend.errors import ConfigError, InvalidInput
 from backend.storage.tenants import ApiKeyRecord, Tenant, TenantNotFound
 from backend.tenancy.admin import create_key, create_tenant

@@ -38,15 +38,20 @@ async def current_principal(
 PrincipalDep = Annotated[Principal, Depends(current_principal)]
 
 
-async def current_tenant(services: ServicesDep, principal: PrincipalDep) -> str:
-    """The caller's tenant, once its request fits the tenant's requests-per-minute limit."""
+def chat_tenant(principal: PrincipalDep) -> str:
+    """The caller's tenant, for a route that starts a turn: the chat service counts it
+    against the tenant's requests-per-minute limit, as it does every channel's messages."""
     if principal.is_operator:
         raise Forbidden("the operator key has no tenant: chat with a tenant's key")
-    runtime = await services.runtimes.get(principal.tenant_id)
-    services.rate_limiter.admit(
-        principal.tenant_id, per_minute=runtime.settings.quotas.requests_per_minute
-    )
     return principal.tenant_id
+
+
+async def current_tenant(services: ServicesDep, principal: PrincipalDep) -> str:
+    """The caller's tenant, once its request fits the tenant's requests-per-minute limit."""
+    tenant_id = chat_tenant(principal)
+    runtime = await services.runtimes.get(tenant_id)
+    services.chat.admit(tenant_id, per_minute=runtime.settings.quotas.requests_per_minute)
+    return tenant_id
 
 
 async def current_admin(services: ServicesDep, principal: PrincipalDep) -> Principal:
@@ -59,4 +64,5 @@ async def current_admin(services: ServicesDep, principal: PrincipalDep) -> Princ
 
 
 TenantDep = Annotated[str, Depends(current_tenant)]
+ChatTenantDep = Annotated[str, Depends(chat_tenant)]
 AdminDep = Annotated[Principal, Depends(current_admin)]

@@ -9,7 +9,7 @@ from typing import Annotated
 from fastapi import APIRouter, Header
 from fastapi.responses import JSONResponse, StreamingResponse
 
-from backend.api.auth import TenantDep
+from backend.api.auth import ChatTenantDep, TenantDep
 from backend.api.deps import ServicesDep
 from backend.api.errors import error_response
 from backend.api.revocation import KeyWatchDep, events_until_revoked, result_unless_revoked
@@ -23,8 +23,9 @@ from backend.api.schemas import (
 )
 from backend.api.sse import encode_event
 from backend.api.user_input import to_user_input
-from backend.chat.turn import TurnHandle, TurnRequest, normalise_idempotency_key
+from backend.chat.turn import TurnHandle
 from backend.domain.events import TurnCompleted, TurnEvent, TurnFailed
+from backend.domain.inbound import InboundMessage
 from backend.metrics import ACTIVE_STREAMS
 
 router = APIRouter(prefix="/api/chat", tags=["chat"])
@@ -45,25 +46,16 @@ IdempotencyKey = Annotated[str | None, Header(alias="Idempotency-Key", max_lengt
 async def send(
     body: SendRequest,
     services: ServicesDep,
-    tenant_id: TenantDep,
+    tenant_id: ChatTenantDep,
     watch: KeyWatchDep,
     idempotency_key: IdempotencyKey = None,
 ) -> SendResponse | StreamingResponse | JSONResponse:
-    user_input = to_user_input(body.message, max_chars=services.settings.server.max_message_chars)
-    idempotency_key = normalise_idempotency_key(idempotency_key)
-    session_id = body.session_id  # the turn reads it, under its lock: 404 if unknown
-    if session_id is None and idempotency_key is not None:  # a retried first message
-        earlier = await services.messages.by_idempotency_key(
-            tenant_id=tenant_id, idempotency_key=idempotency_key
-        )
-        session_id = earlier[0].session_id if earlier else None
-    if session_id is None:
-        session_id = (await services.sessions.create(tenant_id=tenant_id, channel="api")).id
-    handle = services.turns.start(
-        TurnRequest(
+    handle = await services.chat.start(
+        InboundMessage(
             tenant_id=tenant_id,
-            session_id=session_id,
-            user_input=user_input,
+            channel="api",
+            user_input=to_user_input(body.message),
+            session_id=body.session_id,  # the turn reads it, under its lock: 404 if unknown
             idempotency_key=idempotency_key,
             stream=body.stream,
         )
@@ -137,5 +129,5 @@ async def _event_stream(
 async def cancel(session_id: str, services: ServicesDep, tenant_id: TenantDep) -> CancelResponse:
     await services.sessions.get(tenant_id=tenant_id, session_id=session_id)
     return CancelResponse(
-        cancelled=services.turns.cancel(tenant_id=tenant_id, session_id=session_id)
+        cancelled=services.chat.cancel(tenant_id=tenant_id, session_id=session_id)
     )

@@ -35,9 +35,9 @@ from fastapi.responses import JSONResponse, StreamingResponse
 from fastapi.routing import APIRoute
 from pydantic import TypeAdapter, ValidationError
 
-from backend.api.auth import TenantDep
+from backend.api.auth import ChatTenantDep, TenantDep
 from backend.api.chat import IdempotencyKey
-from backend.api.deps import Services, ServicesDep
+from backend.api.deps import ServicesDep
 from backend.api.errors import error_response
 from backend.api.revocation import KeyWatchDep, events_until_revoked, result_unless_revoked
 from backend.api.schemas import (
@@ -59,7 +59,7 @@ from backend.api.schemas import (
     TextPartIn,
 )
 from backend.api.user_input import to_user_input
-from backend.chat.turn import TurnHandle, TurnRequest
+from backend.chat.turn import TurnHandle
 from backend.domain.events import (
     TextDelta,
     ThinkingDelta,
@@ -68,7 +68,8 @@ from backend.domain.events import (
     TurnEvent,
     TurnFailed,
 )
-from backend.domain.messages import Session, Usage, UserInput
+from backend.domain.inbound import InboundMessage
+from backend.domain.messages import Usage, UserInput
 from backend.errors import InvalidInput, TallyError
 
 CHANNEL = "openai"
@@ -161,26 +162,24 @@ SessionName = Annotated[str | None, Header(alias=SESSION_HEADER, min_length=1, m
 async def create_chat_completion(
     body: ChatCompletionRequest,
     services: ServicesDep,
-    tenant_id: TenantDep,
+    tenant_id: ChatTenantDep,
     response: Response,
     watch: KeyWatchDep,
     session_name: SessionName = None,
     idempotency_key: IdempotencyKey = None,
 ) -> ChatCompletion | StreamingResponse | JSONResponse:
     _refuse_client_tools(body)
-    user_input = _newest_user_input(
-        body.messages, max_chars=services.settings.server.max_message_chars
-    )
-    session = await _session(services, tenant_id, session_name, body.user)
-    handle = services.turns.start(
-        TurnRequest(
+    handle = await services.chat.start(
+        InboundMessage(
             tenant_id=tenant_id,
-            session_id=session.id,
-            user_input=user_input,
+            channel=CHANNEL,
+            user_input=_newest_user_input(body.messages),
+            external_key=_session_name(session_name, body.user),
+            user_key=body.user,
             idempotency_key=idempotency_key,
         )
     )
-    headers = {SESSION_ID_HEADER: session.id}
+    headers = {SESSION_ID_HEADER: handle.request.session_id}
     if body.stream:
         is_usage_wanted = body.stream_options is not None and body.stream_options.include_usage
         events = events_until_revoked(handle, watch)
@@ -228,7 +227,7 @@ def _refuse_client_tools(body: ChatCompletionRequest) -> None:
         )
 
 
-def _newest_user_input(messages: list[ChatMessageIn], *, max_chars: int) -> UserInput:
+def _newest_user_input(messages: list[ChatMessageIn]) -> UserInput:
     newest = messages[-1]
     if newest.role != "user":
         raise BadFacadeRequest(
@@ -246,14 +245,14 @@ def _newest_user_input(messages: list[ChatMessageIn], *, max_chars: int) -> User
             code="invalid_content",
         ) from exc
     if isinstance(content, str):
-        return to_user_input(content, max_chars=max_chars)
+        return to_user_input(content)
     parts: list[ContentPartIn] = [
         _image(part)
         if isinstance(part, OpenAIImagePartIn)
         else TextPartIn(type="text", text=part.text)
         for part in content
     ]
-    return to_user_input(parts, max_chars=max_chars)
+    return to_user_input(parts)
 
 
 def _image(part: OpenAIImagePartIn) -> ImagePartIn:
@@ -276,9 +275,8 @@ def _image(part: OpenAIImagePartIn) -> ImagePartIn:
         ) from exc
 
 
-async def _session(
-    services: Services, tenant_id: str, session_name: str | None, user: str | None
-) -> Session:
+def _session_name(session_name: str | None, user: str | None) -> str:
+    """The conversation's name: the header, else `user`; this facade needs one."""
     name = session_name or user
     if name is None:
         raise BadFacadeRequest(
@@ -289,9 +287,7 @@ async def _session(
         )
     if not name.isprintable():
         raise BadFacadeRequest("the session name has control characters", code="invalid_session")
-    return await services.sessions.find_or_create(
-        tenant_id=tenant_id, channel=CHANNEL, external_key=name, user_key=user
-    )
+    return name
 
 
 # ---- turn -> response -----------------------------------------------------------------------

@@ -23,9 +23,10 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, Self, TypeVar
 
-from backend.api.deps import Services
 from backend.chat.runtime import TenantRuntime
-from backend.chat.turn import TurnHandle, TurnRequest, TurnRunner
+from backend.chat.service import ChatService
+from backend.chat.services import Services
+from backend.chat.turn import TurnHandle
 from backend.composition import build_services
 from backend.domain.events import (
     RetryScheduled,
@@ -36,8 +37,9 @@ from backend.domain.events import (
     TurnCompleted,
     TurnFailed,
 )
+from backend.domain.inbound import InboundMessage
 from backend.domain.messages import Session, StoredMessage, UserInput
-from backend.errors import NotFound, SessionNotFound, TurnCancelled
+from backend.errors import NotFound, SessionNotFound, TallyError, TurnCancelled
 from backend.settings import Settings
 
 TENANT = "default"
@@ -64,11 +66,10 @@ def run_terminal_chat(settings: Settings, *, session_id: str | None) -> int:
         with _line_editing(Path(settings.data_dir) / HISTORY_FILE):
             while (line := _read_line()) is not None:
                 if line:
-                    _ask(
-                        loop,
-                        services.turns,
-                        TurnRequest(TENANT, chat.session.id, UserInput(text=line)),
+                    inbound = InboundMessage(
+                        TENANT, "api", UserInput(text=line), session_id=chat.session.id
                     )
+                    _ask(loop, services.chat, inbound)
     return 0
 
 
@@ -132,10 +133,10 @@ def _read_line() -> str | None:
         return None
 
 
-def _ask(loop: _EventLoopThread, turns: TurnRunner, request: TurnRequest) -> None:
+def _ask(loop: _EventLoopThread, chat: ChatService, inbound: InboundMessage) -> None:
     """Play one turn to the terminal. A Ctrl-C while it runs cancels it; this returns when the
     turn has ended (a second Ctrl-C meanwhile quits the chat)."""
-    turn = _Turn(turns, request)
+    turn = _Turn(chat, inbound)
     played = loop.submit(turn.play())
     try:
         played.result()
@@ -148,9 +149,9 @@ class _Turn:
     """One turn on the event loop. Both methods run there, so a `cancel` that arrives before
     the turn has started is not lost."""
 
-    def __init__(self, turns: TurnRunner, request: TurnRequest) -> None:
-        self._turns = turns
-        self._request = request
+    def __init__(self, chat: ChatService, inbound: InboundMessage) -> None:
+        self._chat = chat
+        self._inbound = inbound
         self._handle: TurnHandle | None = None
         self._is_cancel_requested = False
 
@@ -160,7 +161,11 @@ class _Turn:
             self._handle.cancel()
 
     async def play(self) -> None:
-        self._handle = self._turns.start(self._request)
+        try:
+            self._handle = await self._chat.start(self._inbound)
+        except TallyError as exc:  # refused before it started: too long, the request limit
+            sys.stdout.write(f"[error {exc.code}: {exc.message}]\n\n")
+            return
         if self._is_cancel_requested:
             self._handle.cancel()
         async for event in self._handle.events():

@@ -1,0 +1,40 @@
+"""The application's services, built once by the composition root and handed to every entry
+point (the HTTP routes, the commands, the chat channels)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from backend.chat.runtime import RuntimeRegistry
+from backend.chat.service import ChatService
+from backend.chat.turn import TurnRunner
+from backend.memory.base import MemoryStore
+from backend.providers.outcomes import ProviderOutcomes
+from backend.settings import Settings
+from backend.storage.database import Database
+from backend.storage.messages import MessageRepository
+from backend.storage.overflow_jobs import OverflowJobRepository
+from backend.storage.sessions import SessionRepository
+from backend.storage.tenants import ApiKeyRepository, TenantRepository
+from backend.storage.tool_conversations import ToolConversationRepository
+from backend.storage.usage import UsageRepository
+from backend.tenancy.keys import Authenticator
+
+
+@dataclass(frozen=True, slots=True)
+class Services:
+    settings: Settings
+    database: Database
+    sessions: SessionRepository
+    messages: MessageRepository
+    tool_conversations: ToolConversationRepository
+    memory: MemoryStore
+    overflow_jobs: OverflowJobRepository
+    tenants: TenantRepository
+    api_keys: ApiKeyRepository
+    runtimes: RuntimeRegistry
+    turns: TurnRunner
+    chat: ChatService  # the one entry for every turn
+    authenticator: Authenticator
+    usage: UsageRepository
+    provider_outcomes: ProviderOutcomes = field(default_factory=ProviderOutcomes)

@@ -1,0 +1,40 @@
+"""A message arriving for a turn, whatever carried it: the web page, the HTTP API, `/v1`, the
+terminal, or a chat channel (Telegram, DingTalk). One type for every entry point."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from backend.domain.messages import UserInput
+
+
+@dataclass(frozen=True, slots=True)
+class Sender:
+    """Who sent it on the platform: its id there, and the name it shows."""
+
+    id: str
+    name: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class InboundMessage:
+    """One message for a turn. The session is `session_id` when the client names ours; else
+    the one a platform's chat maps to (`channel` + `external_key`, exactly); else a new one.
+
+    `message_id` is the platform's id for the message: it is an idempotency key, so a
+    message delivered twice is answered once.
+    """
+
+    tenant_id: str
+    channel: str  # web, api, openai, telegram, dingtalk
+    user_input: UserInput
+    session_id: str | None = None
+    external_key: str | None = None  # the chat on the platform, e.g. "<bot>:<chat id>"
+    sender: Sender | None = None
+    message_id: str | None = None
+    idempotency_key: str | None = None
+    user_key: str | None = None  # the end user whose memory this is (memory.scope: user)
+    title: str = ""  # a new session's title
+    is_group: bool = False
+    is_mentioned: bool = False  # in a group: whether the bot was mentioned or replied to
+    stream: bool = True  # whether someone watches tokens arrive
