@@ -11,11 +11,22 @@ from typing import Any
 from fastapi import FastAPI
 from fastapi.staticfiles import StaticFiles
 
-from backend.api import admin, chat, docs, health, memory, metrics, openai_compat, sessions, usage
+from backend.api import (
+    admin,
+    channels,
+    chat,
+    docs,
+    health,
+    memory,
+    metrics,
+    openai_compat,
+    sessions,
+    usage,
+)
 from backend.api.errors import install_error_handlers
 from backend.api.limits import BodySizeLimit
 from backend.api.request_head import ANY_HOST, LOOPBACK_HOSTS, HostPolicy, RequestHeadCheck
-from backend.composition import ADMIN_KEY_ENV, build_services
+from backend.composition import ADMIN_KEY_ENV, build_services, run_channels
 from backend.providers.base import ChatProvider
 from backend.resources import frontend_dir
 from backend.settings import Settings
@@ -65,13 +76,17 @@ def create_app(
 ) -> FastAPI:
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        async with build_services(
-            settings,
-            extra_tools=extra_tools,
-            provider=provider,
-            summarizer_provider=summarizer_provider,
-        ) as services:
+        async with (
+            build_services(
+                settings,
+                extra_tools=extra_tools,
+                provider=provider,
+                summarizer_provider=summarizer_provider,
+            ) as services,
+            run_channels(services) as channels,
+        ):
             app.state.services = services
+            app.state.channels = channels
             runtime = await services.runtimes.get(DEFAULT_TENANT)
             if runtime.is_demo:
                 log.warning(
@@ -110,7 +125,7 @@ def _install_routes(app: FastAPI, settings: Settings) -> None:
         max_headers=settings.server.max_headers,
         max_header_bytes=settings.server.max_header_bytes,
     )
-    routers = (health, sessions, chat, memory, admin, usage, metrics, openai_compat)
+    routers = (health, sessions, chat, memory, admin, usage, metrics, openai_compat, channels)
     for module in routers:
         app.include_router(module.router)
     if not is_public_docs(settings):

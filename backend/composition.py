@@ -12,6 +12,8 @@ from pathlib import Path
 from typing import Any
 
 from backend.api.auth import DEFAULT_TENANT
+from backend.channels.context import ChannelServices
+from backend.channels.manager import ChannelManager, check_bots
 from backend.chat.budget import Budget
 from backend.chat.compiler import ModelLimits
 from backend.chat.demo_summarizer import DemoSummarizer
@@ -40,6 +42,7 @@ from backend.providers.outcomes import ProviderOutcomes
 from backend.providers.registry import build_chat_provider
 from backend.settings import ModelSettings, Settings, tenant_settings
 from backend.settings_errors import describe_problems
+from backend.storage.channel_updates import ChannelUpdateRepository
 from backend.storage.database import Database
 from backend.storage.messages import MessageRepository
 from backend.storage.migrate import migrate
@@ -167,11 +170,13 @@ async def check_settings(settings: Settings) -> None:
     `tally doctor` reports it: ConfigError naming the file, the key path and the reason."""
     database = Database(settings.database.url)
     factory = RuntimeFactory.for_database(settings, database)
+    bots = []
     try:
         for tenant_id in (DEFAULT_TENANT, *settings.tenants):
             prefix = "" if tenant_id == DEFAULT_TENANT else f"tenants.{tenant_id}."
             overrides = settings.tenants.get(tenant_id, {})
             effective = tenant_settings(settings, tenant_id, overrides, is_from_file=True)
+            bots += [(tenant_id, name, bot) for name, bot in effective.channels.items()]
             try:
                 await factory.runtime(effective).aclose()
             except ConfigError as exc:
@@ -179,8 +184,34 @@ async def check_settings(settings: Settings) -> None:
                 if isinstance(exc, TemplateProblem):
                     problem += f" ({exc.prompts_dir})"
                 raise ConfigError(describe_problems(settings.source, [problem])) from exc
+        problems = check_bots(bots)
+        if problems:
+            raise ConfigError(describe_problems(settings.source, problems))
     finally:
         await database.dispose()
+
+
+@asynccontextmanager
+async def run_channels(services: Services) -> AsyncIterator[ChannelManager]:
+    """Start every tenant's bots (from config.yaml and from settings set through the admin
+    API); stop them all after."""
+    manager = ChannelManager(
+        ChannelServices(
+            chat=services.chat,
+            sessions=services.sessions,
+            memory=services.memory,
+            runtimes=services.runtimes,
+            updates=ChannelUpdateRepository(services.database),
+        )
+    )
+    try:
+        stored = [t.id for t in await services.tenants.list_all() if not t.is_disabled]
+        for tenant_id in dict.fromkeys([DEFAULT_TENANT, *services.settings.tenants, *stored]):
+            runtime = await services.runtimes.get(tenant_id)
+            await manager.apply(tenant_id, runtime.settings.channels)
+        yield manager
+    finally:
+        await manager.aclose()
 
 
 async def _stored_overrides(tenants: TenantRepository, tenant_id: str) -> dict[str, Any]:

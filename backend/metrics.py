@@ -59,3 +59,9 @@ PROMPT_BUILD_SECONDS = Histogram(
     buckets=(0.0005, 0.001, 0.0025, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25),
     registry=REGISTRY,
 )
+CHANNEL_EVENTS = Counter(
+    "tally_channel_events",
+    "Chat-channel bots: updates received, replies sent, errors, by tenant and bot",
+    ["tenant", "bot", "event"],
+    registry=REGISTRY,
+)

@@ -15,24 +15,19 @@ from typing import Any, Literal
 
 import yaml
 from pydantic import (
-    BaseModel,
-    ConfigDict,
     Field,
     PrivateAttr,
     ValidationError,
     field_validator,
 )
 
+from backend.channel_settings import ChannelSettings, bot_name_problems
 from backend.errors import ConfigError
 from backend.resources import prompts_dir as bundled_prompts
+from backend.settings_base import EnvName, Strict
 from backend.settings_errors import describe_problems, describe_validation_error
 
 DEFAULT_CONFIG = Path("config.yaml")
-_ENV_REF = re.compile(r"^\$\{([A-Za-z_][A-Za-z0-9_]*)\}$")
-
-
-class Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
 
 
 class ServerSettings(Strict):
@@ -84,23 +79,12 @@ class ProviderSettings(Strict):
 
     kind: Literal["openai_compatible", "anthropic", "scripted"]
     base_url: str | None = None
-    api_key_env: str | None = None
+    api_key_env: EnvName | None = None
     timeout_s: float = Field(60.0, gt=0)
     connect_timeout_s: float = Field(10.0, gt=0)
     max_retries: int = Field(2, ge=0, le=10)
     max_retry_wait_s: float = Field(30.0, ge=0)
     replies: list[str] = Field(default_factory=list)  # scripted only: replies to cycle through
-
-    @field_validator("api_key_env")
-    @classmethod
-    def _env_name(cls, value: str | None) -> str | None:
-        if value is None:
-            return None
-        match = _ENV_REF.match(value)
-        name = match.group(1) if match else value
-        if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
-            raise ValueError("name an environment variable, e.g. OPENAI_API_KEY")
-        return name
 
     def api_key(self) -> str | None:
         return os.environ.get(self.api_key_env) if self.api_key_env else None
@@ -199,6 +183,7 @@ class Settings(Strict):
     compaction: CompactionSettings = CompactionSettings()
     tools: ToolSettings = ToolSettings()
     quotas: QuotaSettings = QuotaSettings()
+    channels: dict[str, ChannelSettings] = Field(default_factory=dict)  # the default tenant's
     tenants: dict[str, dict[str, Any]] = Field(default_factory=dict)
     prompts_dir: str = "prompts"
     data_dir: str = "data"
@@ -283,7 +268,7 @@ def _validate(raw: dict[str, Any], source: str, key_prefix: str = "") -> Setting
         raise ConfigError(
             describe_validation_error(source, exc, key_prefix, root=Settings)
         ) from exc
-    problems = reference_errors(settings)
+    problems = reference_errors(settings) + bot_name_problems(settings.channels, "channels.")
     if problems:
         raise ConfigError(describe_problems(source, [key_prefix + p for p in problems]))
     return settings
@@ -317,7 +302,17 @@ def _prompts_dir(settings: Settings, base_dir: Path) -> Path:
 
 # Sections a tenant may override (from config.yaml `tenants:` or the admin API). Paths and the
 # memory store kind stay the operator's: a tenant never names a file.
-TENANT_SECTIONS = ("persona", "model", "summarizer", "memory", "tools", "compaction", "quotas")
+TENANT_SECTIONS = (
+    "persona",
+    "model",
+    "summarizer",
+    "memory",
+    "tools",
+    "compaction",
+    "quotas",
+    "channels",
+)
+DEFAULT_TENANT = "default"
 OPERATOR_ONLY = {"memory": ("path", "store")}
 TENANT_ID = re.compile(r"[a-z0-9][a-z0-9_-]{0,63}")
 
@@ -345,6 +340,8 @@ def tenant_settings(
     if problems:
         raise ConfigError(describe_problems(source, problems))
     merged = base.model_dump()
+    if tenant_id != DEFAULT_TENANT:  # bots belong to their tenant: the default's are its own
+        merged["channels"] = {}
     for section, values in overrides.items():
         merged[section] = {**(merged.get(section) or {}), **values}
     merged["tenants"] = {}

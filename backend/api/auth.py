@@ -12,8 +12,8 @@ from typing import Annotated
 from fastapi import Depends, Header
 
 from backend.api.deps import ServicesDep
-from backend.errors import TallyError
-from backend.tenancy.keys import Principal
+from backend.errors import TallyError, Unauthorized
+from backend.tenancy.keys import ADMIN_TENANT, Principal
 
 DEFAULT_TENANT = "default"
 LOCAL_OPERATOR = Principal(DEFAULT_TENANT, "admin")
@@ -36,6 +36,24 @@ async def current_principal(
 
 
 PrincipalDep = Annotated[Principal, Depends(current_principal)]
+
+
+async def optional_principal(
+    services: ServicesDep, authorization: Authorization = None
+) -> Principal | None:
+    """The caller, for a public route that shows more to an administrator; None for anyone
+    without a valid key (no 401: the route answers them too)."""
+    if services.settings.auth.mode == "none":
+        return Principal(ADMIN_TENANT, "admin")  # loopback only: the operator's machine
+    if authorization is None:
+        return None
+    try:
+        return await services.authenticator.authenticate(authorization)
+    except Unauthorized:
+        return None
+
+
+OptionalPrincipalDep = Annotated[Principal | None, Depends(optional_principal)]
 
 
 def chat_tenant(principal: PrincipalDep) -> str:

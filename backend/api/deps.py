@@ -1,4 +1,4 @@
-"""FastAPI dependencies as named types: the services of the app."""
+"""FastAPI dependencies as named types: the services of the app, and its chat-channel bots."""
 
 from __future__ import annotations
 
@@ -6,6 +6,7 @@ from typing import Annotated
 
 from fastapi import Depends, Request
 
+from backend.channels.manager import ChannelManager
 from backend.chat.services import Services
 
 
@@ -15,3 +16,11 @@ def get_services(request: Request) -> Services:
 
 
 ServicesDep = Annotated[Services, Depends(get_services)]
+
+
+def get_channels(request: Request) -> ChannelManager:
+    channels: ChannelManager = request.app.state.channels
+    return channels
+
+
+ChannelsDep = Annotated[ChannelManager, Depends(get_channels)]

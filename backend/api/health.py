@@ -9,12 +9,14 @@ from fastapi import APIRouter, Response
 from sqlalchemy import text
 from sqlalchemy.exc import SQLAlchemyError
 
-from backend.api.auth import DEFAULT_TENANT
-from backend.api.deps import ServicesDep
-from backend.api.schemas import HealthPublic, ProviderHealthPublic
+from backend.api.auth import DEFAULT_TENANT, OptionalPrincipalDep
+from backend.api.deps import ChannelsDep, ServicesDep
+from backend.api.schemas import ChannelHealthPublic, HealthPublic, ProviderHealthPublic
+from backend.channels.base import ChannelStatus
 from backend.providers.endpoints import base_url, display_url
 from backend.providers.outcomes import Outcome
 from backend.settings import ProviderSettings
+from backend.tenancy.keys import Principal
 
 router = APIRouter(tags=["health"])
 
@@ -31,7 +33,12 @@ def demo_notice(key_env: str | None, window: int) -> str:
 
 
 @router.get("/api/health")
-async def health(services: ServicesDep, response: Response) -> HealthPublic:
+async def health(
+    services: ServicesDep,
+    channels: ChannelsDep,
+    response: Response,
+    caller: OptionalPrincipalDep,
+) -> HealthPublic:
     try:
         async with services.database.read() as conn:
             await conn.execute(text("SELECT 1"))
@@ -58,6 +65,27 @@ async def health(services: ServicesDep, response: Response) -> HealthPublic:
         notice=demo_notice(runtime.demo_key_env, window) if runtime.is_demo else None,
         demo_key_env=runtime.demo_key_env,
         demo_window=window if runtime.is_demo else None,
+        channels=[_channel_health(s) for s in channels.statuses() if _may_see(caller, s)],
+    )
+
+
+def _may_see(caller: Principal | None, status: ChannelStatus) -> bool:
+    """Bots are the operator's to see, and a tenant admin's own; health is public."""
+    if caller is None or caller.scope != "admin":
+        return False
+    return caller.is_operator or caller.tenant_id == status.tenant_id
+
+
+def _channel_health(status: ChannelStatus) -> ChannelHealthPublic:
+    return ChannelHealthPublic(
+        tenant_id=status.tenant_id,
+        bot=status.bot,
+        kind=status.kind,
+        mode=status.mode,
+        connected=status.is_connected,
+        last_update_at=status.last_update_at,
+        last_error=status.last_error,
+        last_error_at=status.last_error_at,
     )
 
 

@@ -139,6 +139,19 @@ class ProviderHealthPublic(BaseModel):
     last_at: datetime | None = None
 
 
+class ChannelHealthPublic(BaseModel):
+    """A chat-channel bot, as an operator sees it."""
+
+    tenant_id: str
+    bot: str
+    kind: str
+    mode: str
+    connected: bool
+    last_update_at: datetime | None = None
+    last_error: str | None = None
+    last_error_at: datetime | None = None
+
+
 class HealthPublic(BaseModel):
     status: Literal["ok", "degraded"] = Field(
         description="degraded when the database is unavailable (HTTP 503) or the default "
@@ -152,6 +165,9 @@ class HealthPublic(BaseModel):
     notice: str | None = None
     demo_key_env: str | None = None  # demo mode: the variable to set for a real model
     demo_window: int | None = None  # demo mode: its small window, in messages
+    channels: list[ChannelHealthPublic] = Field(
+        default_factory=list, description="the bots an administrator's key may see"
+    )
 
 
 class ErrorDetail(BaseModel):

@@ -83,7 +83,7 @@ class SessionRepository:
         another session. When two first requests race, one insert wins and the other reads
         the winner's row. `user_key` and `title` only apply to a session being created.
         """
-        found = await self._find(tenant_id=tenant_id, channel=channel, external_key=external_key)
+        found = await self.find(tenant_id=tenant_id, channel=channel, external_key=external_key)
         if found is not None:
             return found
         try:
@@ -95,14 +95,13 @@ class SessionRepository:
                 user_key=user_key,
             )
         except IntegrityError:
-            found = await self._find(
-                tenant_id=tenant_id, channel=channel, external_key=external_key
-            )
+            found = await self.find(tenant_id=tenant_id, channel=channel, external_key=external_key)
             if found is None:  # not the race: another constraint (an unknown tenant, say)
                 raise
             return found
 
-    async def _find(self, *, tenant_id: str, channel: str, external_key: str) -> Session | None:
+    async def find(self, *, tenant_id: str, channel: str, external_key: str) -> Session | None:
+        """The tenant's session named `external_key` on `channel` (exactly), if there is one."""
         async with self._db.read() as conn:
             row = (
                 await conn.execute(
@@ -114,6 +113,21 @@ class SessionRepository:
                 )
             ).first()
         return None if row is None else session_from_row(row)
+
+    async def detach(self, *, tenant_id: str, channel: str, external_key: str) -> bool:
+        """Let the platform chat `external_key` start a new session on its next message; the
+        old session is kept, no longer named by it. False when the chat had none."""
+        async with self._db.write() as conn:
+            result = await conn.execute(
+                update(sessions)
+                .where(
+                    sessions.c.tenant_id == tenant_id,
+                    sessions.c.channel == channel,
+                    sessions.c.external_key == external_key,
+                )
+                .values(external_key=None, updated_at=datetime.now(UTC))
+            )
+            return bool(result.rowcount)
 
     async def get(self, *, tenant_id: str, session_id: str) -> Session:
         async with self._db.read() as conn:

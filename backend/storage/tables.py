@@ -174,3 +174,25 @@ usage = Table(
     Column("completion_tokens", BigInteger, nullable=False, default=0),
     Column("summarizer_tokens", BigInteger, nullable=False, default=0),
 )
+
+# What a chat platform delivered, kept before it is acknowledged (the webhook's 200, the
+# polling offset), so an update the platform was told we have is never lost and is answered
+# once: (tenant, bot, platform id) is unique.
+channel_updates = Table(
+    "channel_updates",
+    metadata,
+    Column("id", Id, primary_key=True, autoincrement=True),
+    Column("tenant_id", String(64), nullable=False),
+    Column("bot", String(64), nullable=False),
+    Column("platform_id", String(200), nullable=False),  # Telegram's update_id, DingTalk's msgId
+    Column("payload", JSON, nullable=False),
+    # received -> answered | ignored | failed
+    Column("status", String(16), nullable=False),
+    Column("chunks_sent", Integer, nullable=False, default=0),  # of the reply, after a crash
+    Column("error", Text),
+    Column("received_at", Timestamp, nullable=False),
+    Column("finished_at", Timestamp),
+    UniqueConstraint("tenant_id", "bot", "platform_id", name="uq_channel_update"),
+    Index("ix_channel_updates_open", "tenant_id", "bot", "status"),
+    sqlite_autoincrement=True,
+)

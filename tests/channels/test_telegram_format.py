@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 
-from backend.channels.telegram_format import MAX_CHARS, telegram_chunks
+from backend.channels.telegram.format import MAX_CHARS, telegram_chunks
 
 
 def test_text_is_escaped_and_markdown_becomes_telegram_html() -> None:

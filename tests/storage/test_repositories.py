@@ -6,6 +6,7 @@ import asyncio
 from collections.abc import AsyncIterator
 
 import pytest
+from alembic.script import ScriptDirectory
 from sqlalchemy import select, text
 
 from backend.domain.events import ToolCallRecord
@@ -13,7 +14,7 @@ from backend.domain.messages import ImagePart, UserInput
 from backend.errors import SessionNotFound
 from backend.storage.database import Database
 from backend.storage.messages import MessageRepository
-from backend.storage.migrate import migrate
+from backend.storage.migrate import alembic_config, migrate
 from backend.storage.sessions import SessionRepository
 from backend.storage.tables import tenants
 from backend.storage.tool_conversations import ToolConversationRepository
@@ -35,7 +36,7 @@ async def test_migrations_are_idempotent_and_create_the_default_tenant(
         rows = (await conn.execute(select(tenants.c.id))).scalars().all()
         revision = (await conn.execute(text("SELECT version_num FROM alembic_version"))).scalar()
     assert rows == ["default"]
-    assert revision == "0001"
+    assert revision == ScriptDirectory.from_config(alembic_config()).get_current_head()
 
 
 async def test_session_lifecycle_is_scoped_by_tenant(database: Database) -> None:

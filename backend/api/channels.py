@@ -1,0 +1,29 @@
+"""`POST /channels/{tenant_id}/{bot_name}`: where chat platforms deliver updates to a bot in
+webhook mode. No API key: each platform proves itself its own way (Telegram's secret token
+header), checked by the bot; a bot that does not exist is 404, like any unknown id."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, Request
+from fastapi.responses import JSONResponse
+
+from backend.api.deps import ChannelsDep
+from backend.api.errors import error_response
+from backend.channels.base import WebhookCall
+
+router = APIRouter(tags=["channels"])
+
+
+@router.post("/channels/{tenant_id}/{bot_name}")
+async def deliver(
+    tenant_id: str, bot_name: str, request: Request, channels: ChannelsDep
+) -> JSONResponse:
+    channel = channels.get(tenant_id, bot_name)
+    if channel is None:
+        return error_response(404, "not_found", "there is no such bot")
+    call = WebhookCall(
+        headers={name.lower(): value for name, value in request.headers.items()},
+        body=await request.body(),
+    )
+    answer = await channel.handle_webhook(call)
+    return JSONResponse(answer.body, status_code=answer.status)

@@ -1,0 +1,60 @@
+"""The channel layer's seam: a bot on a chat platform, run for one tenant.
+
+A channel starts (connects, registers its webhook or starts polling), hands every message it
+receives to the chat service as an `InboundMessage`, sends the reply back, and stops. Bots are
+rows of config (`channels:`), built by kind from `CHANNEL_KINDS` in `channels/registry.py`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Protocol
+
+
+@dataclass
+class ChannelStatus:
+    """What an operator sees of a bot (`GET /api/health`)."""
+
+    tenant_id: str
+    bot: str
+    kind: str
+    mode: str
+    is_connected: bool = False
+    last_update_at: datetime | None = None
+    last_error: str | None = None
+    last_error_at: datetime | None = None
+    counts: dict[str, int] = field(default_factory=dict)  # updates, replies, errors
+
+
+@dataclass(frozen=True, slots=True)
+class WebhookCall:
+    """A platform's HTTP call to `POST /channels/{tenant_id}/{bot_name}`."""
+
+    headers: Mapping[str, str]  # names lower-cased
+    body: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class WebhookAnswer:
+    status: int
+    body: dict[str, object]
+
+
+class Channel(Protocol):
+    tenant_id: str
+    name: str
+    status: ChannelStatus
+
+    async def start(self) -> None:
+        """Connect and begin receiving; a platform that is down is retried, not fatal."""
+
+    async def stop(self) -> None:
+        """Stop receiving, let messages in hand finish (briefly), close the connection."""
+
+    async def handle_webhook(self, call: WebhookCall) -> WebhookAnswer:
+        """Check and keep one delivered update; it is answered in the background."""
+
+    async def send(self, chat: str, text: str) -> None:
+        """Send `text` (Markdown) to a chat of this bot."""

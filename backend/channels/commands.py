@@ -1,0 +1,140 @@
+"""The commands a chat user sends a bot (`/new`, `/stop`, `/summary`, `/memory`, `/forget`),
+the same on every platform: each reads or changes this chat's session and memory, and says
+what it did. A platform renders the reply (and `/forget`'s choices, as buttons or a list)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from backend.channels.context import ChannelServices
+from backend.memory.base import MemoryEntryNotFound
+from backend.memory.entries import MemoryEntry
+
+FORGET_CHOICES = 10
+FORGET_PREFIX = "forget:"
+HELP = (
+    "I am {persona}, a chat assistant that remembers: older turns of our conversation are "
+    "summarized into memory.\n\n"
+    "/new — start a fresh conversation (the old one is kept)\n"
+    "/stop — stop the reply being written\n"
+    "/summary — what this conversation is about so far\n"
+    "/memory — what I remember\n"
+    "/forget — remove something I remember\n"
+    "/help — this text"
+)
+DESCRIPTIONS = {
+    "new": "Start a fresh conversation",
+    "stop": "Stop the reply being written",
+    "summary": "What this conversation is about so far",
+    "memory": "What I remember",
+    "forget": "Remove something I remember",
+    "help": "What I can do",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class ChatRef:
+    """One platform chat of one tenant's bot, as the chat service names it."""
+
+    tenant_id: str
+    channel: str
+    external_key: str
+    user_key: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class Choice:
+    label: str
+    data: str  # what pressing it sends back
+
+
+@dataclass(frozen=True, slots=True)
+class CommandReply:
+    text: str
+    choices: list[Choice] = field(default_factory=list)
+
+
+class Commands:
+    def __init__(self, services: ChannelServices) -> None:
+        self._services = services
+
+    async def run(self, name: str, chat: ChatRef) -> CommandReply:
+        handler = {
+            "new": self._new,
+            "stop": self._stop,
+            "summary": self._summary,
+            "memory": self._memory,
+            "forget": self._forget,
+        }.get(name)
+        if handler is None:  # /start, /help, and any word we do not know
+            return await self._help(chat)
+        return await handler(chat)
+
+    async def press(self, data: str, chat: ChatRef) -> str:
+        """A choice pressed: `/forget`'s entry to remove."""
+        if not data.startswith(FORGET_PREFIX):
+            return "That button is no longer in use."
+        scope = await self._services.memory_scope(chat.tenant_id, chat.user_key)
+        try:
+            await self._services.memory.delete(
+                tenant_id=chat.tenant_id, scope_key=scope, entry_id=data[len(FORGET_PREFIX) :]
+            )
+        except MemoryEntryNotFound:
+            return "That is no longer in memory."
+        return "Forgotten."
+
+    async def _help(self, chat: ChatRef) -> CommandReply:
+        runtime = await self._services.runtimes.get(chat.tenant_id)
+        return CommandReply(HELP.format(persona=runtime.settings.persona.name))
+
+    async def _new(self, chat: ChatRef) -> CommandReply:
+        await self._services.sessions.detach(
+            tenant_id=chat.tenant_id, channel=chat.channel, external_key=chat.external_key
+        )
+        return CommandReply("Started a new conversation. The old one is kept.")
+
+    async def _stop(self, chat: ChatRef) -> CommandReply:
+        session = await self._session(chat)
+        if session is None or not self._services.chat.cancel(
+            tenant_id=chat.tenant_id, session_id=session
+        ):
+            return CommandReply("Nothing is being written right now.")
+        return CommandReply("Stopped.")
+
+    async def _summary(self, chat: ChatRef) -> CommandReply:
+        found = await self._services.sessions.find(
+            tenant_id=chat.tenant_id, channel=chat.channel, external_key=chat.external_key
+        )
+        if found is None or not found.summary.strip():
+            return CommandReply("No summary yet: it is written once older turns leave my window.")
+        return CommandReply("What this conversation is about so far:\n\n" + found.summary)
+
+    async def _memory(self, chat: ChatRef) -> CommandReply:
+        entries = await self._recent(chat, limit=20)
+        if not entries:
+            return CommandReply("I remember nothing yet.")
+        lines = [f"• {entry.content} ({entry.date.isoformat()})" for entry in entries]
+        return CommandReply("What I remember:\n\n" + "\n".join(lines))
+
+    async def _forget(self, chat: ChatRef) -> CommandReply:
+        entries = await self._recent(chat, limit=FORGET_CHOICES)
+        if not entries:
+            return CommandReply("I remember nothing yet.")
+        choices = [Choice(_short(entry.content), FORGET_PREFIX + entry.id) for entry in entries]
+        return CommandReply("Which one should I forget?", choices)
+
+    async def _recent(self, chat: ChatRef, *, limit: int) -> list[MemoryEntry]:
+        scope = await self._services.memory_scope(chat.tenant_id, chat.user_key)
+        return await self._services.memory.recent(
+            tenant_id=chat.tenant_id, scope_key=scope, limit=limit
+        )
+
+    async def _session(self, chat: ChatRef) -> str | None:
+        found = await self._services.sessions.find(
+            tenant_id=chat.tenant_id, channel=chat.channel, external_key=chat.external_key
+        )
+        return None if found is None else found.id
+
+
+def _short(text: str, limit: int = 48) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"

@@ -1,0 +1,26 @@
+"""What a channel's bots use of the application: the chat service for turns, and the few
+repositories their commands read (sessions, memory) and their delivery journal."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from backend.chat.runtime import RuntimeRegistry
+from backend.chat.service import ChatService
+from backend.memory.base import MemoryStore
+from backend.storage.channel_updates import ChannelUpdateRepository
+from backend.storage.sessions import SessionRepository
+
+
+@dataclass(frozen=True, slots=True)
+class ChannelServices:
+    chat: ChatService
+    sessions: SessionRepository
+    memory: MemoryStore
+    runtimes: RuntimeRegistry
+    updates: ChannelUpdateRepository
+
+    async def memory_scope(self, tenant_id: str, user_key: str | None) -> str:
+        """The memory a chat's user reads: theirs with `memory.scope: user`, else the tenant's."""
+        runtime = await self.runtimes.get(tenant_id)
+        return (user_key or "") if runtime.settings.memory.scope == "user" else ""

@@ -1,0 +1,86 @@
+"""Every tenant's bots, run for the life of the server: started from each tenant's effective
+settings, restarted when they change, stopped at shutdown, found by the webhook route."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable
+
+from backend.channel_settings import ChannelSettings
+from backend.channels.base import Channel, ChannelStatus
+from backend.channels.context import ChannelServices
+from backend.channels.registry import build_channel
+from backend.errors import ConfigError
+
+log = logging.getLogger(__name__)
+
+TenantBots = dict[str, ChannelSettings]
+
+
+def check_bots(bots: Iterable[tuple[str, str, ChannelSettings]]) -> list[str]:
+    """Problems with a set of (tenant, bot name, settings): a token variable that is not set,
+    or one bot token configured twice (two processes would steal each other's updates)."""
+    problems: list[str] = []
+    seen: dict[str, str] = {}
+    for tenant_id, name, settings in bots:
+        where = "channels" if tenant_id == "default" else f"tenants.{tenant_id}.channels"
+        token = settings.token()
+        if not token:
+            problems.append(f"{where}.{name}.token_env: {settings.token_env} is not set")
+            continue
+        if settings.mode == "webhook" and not settings.webhook_secret():
+            problems.append(
+                f"{where}.{name}.webhook_secret_env: {settings.webhook_secret_env} is not set"
+            )
+        if token in seen:
+            problems.append(f"{where}.{name}: the same bot token as {seen[token]}")
+        seen.setdefault(token, f"{where}.{name}")
+    return problems
+
+
+class ChannelManager:
+    def __init__(self, services: ChannelServices) -> None:
+        self._services = services
+        self._running: dict[tuple[str, str], tuple[ChannelSettings, Channel]] = {}
+
+    def get(self, tenant_id: str, name: str) -> Channel | None:
+        running = self._running.get((tenant_id, name))
+        return None if running is None else running[1]
+
+    def statuses(self) -> list[ChannelStatus]:
+        return [channel.status for _, channel in self._running.values()]
+
+    async def apply(self, tenant_id: str, bots: TenantBots) -> None:
+        """Run exactly `bots` for `tenant_id`: start new ones, restart changed ones, stop
+        removed ones. ConfigError (nothing changed) when they cannot run."""
+        others = [
+            (tenant, name, settings)
+            for (tenant, name), (settings, _) in self._running.items()
+            if tenant != tenant_id
+        ]
+        problems = check_bots([*others, *((tenant_id, n, s) for n, s in bots.items())])
+        if problems:
+            raise ConfigError("; ".join(problems))
+        for (tenant, name), (settings, _) in list(self._running.items()):
+            if tenant == tenant_id and bots.get(name) != settings:
+                await self._stop(tenant, name)
+        for name, settings in bots.items():
+            if (tenant_id, name) not in self._running:
+                channel = build_channel(tenant_id, name, settings, self._services)
+                await channel.start()
+                self._running[(tenant_id, name)] = (settings, channel)
+                log.info(
+                    "bot %s (%s, %s) started",
+                    name,
+                    settings.kind,
+                    settings.mode,
+                    extra={"tenant": tenant_id},
+                )
+
+    async def aclose(self) -> None:
+        for tenant, name in list(self._running):
+            await self._stop(tenant, name)
+
+    async def _stop(self, tenant_id: str, name: str) -> None:
+        _, channel = self._running.pop((tenant_id, name))
+        await channel.stop()

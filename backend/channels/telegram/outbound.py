@@ -1,0 +1,96 @@
+"""Sending to a Telegram chat: a reply as ordered chunks in Telegram's HTML, re-sent as plain
+text when Telegram refuses the markup, waiting out flood limits (`retry_after`), and a typing
+indicator while the model works."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from datetime import timedelta
+from typing import Any
+
+from telegram import Bot
+from telegram.constants import ChatAction, ParseMode
+from telegram.error import BadRequest, RetryAfter, TelegramError
+
+from backend.channels.telegram.format import Chunk
+
+log = logging.getLogger(__name__)
+
+TYPING_EVERY_S = 4.0  # Telegram shows "typing…" for about five seconds per action
+MAX_FLOOD_WAITS = 5
+MAX_FLOOD_WAIT_S = 120.0
+
+Sleep = Callable[[float], Awaitable[None]]
+
+
+class Outbox:
+    """One bot's way out to its chats."""
+
+    def __init__(self, bot: Bot, *, sleep: Sleep = asyncio.sleep) -> None:
+        self._bot = bot
+        self._sleep = sleep
+
+    async def send_chunks(
+        self,
+        chat_id: int,
+        chunks: Sequence[Chunk],
+        *,
+        first: int = 0,
+        sent: Callable[[int], Awaitable[None]] | None = None,
+        **options: Any,
+    ) -> None:
+        """Send `chunks[first:]` in order; `sent(n)` after each, `n` the chunks now sent."""
+        for index in range(first, len(chunks)):
+            await self.send_chunk(chat_id, chunks[index], **options)
+            if sent is not None:
+                await sent(index + 1)
+
+    async def send_chunk(self, chat_id: int, chunk: Chunk, **options: Any) -> None:
+        try:
+            await self._call(
+                self._bot.send_message, chat_id, chunk.html, parse_mode=ParseMode.HTML, **options
+            )
+        except BadRequest as exc:
+            if "parse" not in str(exc).casefold() and "tag" not in str(exc).casefold():
+                raise
+            # Telegram refused the markup: the same words, as plain text.
+            await self._call(self._bot.send_message, chat_id, chunk.plain, **options)
+
+    @contextlib.asynccontextmanager
+    async def typing(self, chat_id: int) -> AsyncIterator[None]:
+        """Show "typing…" in the chat until the block ends; a failure to show it is no reason
+        to fail the reply."""
+
+        async def keep_typing() -> None:
+            while True:
+                with contextlib.suppress(TelegramError):
+                    await self._bot.send_chat_action(chat_id, ChatAction.TYPING)
+                await asyncio.sleep(TYPING_EVERY_S)
+
+        task = asyncio.create_task(keep_typing())
+        try:
+            yield
+        finally:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+
+    async def _call(self, method: Callable[..., Awaitable[Any]], *args: Any, **kwargs: Any) -> Any:
+        """`method`, waiting as long as Telegram's flood control asks (a few times at most)."""
+        for attempt in range(MAX_FLOOD_WAITS + 1):
+            try:
+                return await method(*args, **kwargs)
+            except RetryAfter as exc:
+                wait = _seconds(exc.retry_after)
+                if attempt == MAX_FLOOD_WAITS or wait > MAX_FLOOD_WAIT_S:
+                    raise
+                log.info("telegram flood control: waiting %.0f s", wait)
+                await self._sleep(wait)
+        raise AssertionError("unreachable")
+
+
+def _seconds(value: int | timedelta) -> float:
+    return value.total_seconds() if isinstance(value, timedelta) else float(value)
