@@ -152,6 +152,7 @@ async def build_services(
         )
         for tenant_id in settings.tenants:  # a tenant's broken template stops start-up
             await runtimes.check(tenant_id, {})
+            await tenants.ensure(tenant_id=tenant_id)
         if database.is_sqlite:  # one process per database: leases left are a crash's
             await factory.jobs.release_leases()
         await _resume_summaries(factory.jobs, runtimes)
@@ -202,6 +203,7 @@ async def run_channels(services: Services) -> AsyncIterator[ChannelManager]:
             memory=services.memory,
             runtimes=services.runtimes,
             updates=ChannelUpdateRepository(services.database),
+            failpoints=Failpoints.from_environment(),
         )
     )
     try:

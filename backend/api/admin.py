@@ -9,7 +9,7 @@ from typing import Any
 from fastapi import APIRouter, Response
 
 from backend.api.auth import AdminDep, Forbidden
-from backend.api.deps import ServicesDep
+from backend.api.deps import ChannelsDep, ServicesDep
 from backend.api.schemas import (
     KeyCreate,
     KeyCreated,
@@ -20,6 +20,7 @@ from backend.api.schemas import (
     TenantPublic,
     TenantUpdate,
 )
+from backend.channels.manager import ChannelManager
 from backend.chat.services import Services
 from backend.errors import ConfigError, InvalidInput
 from backend.storage.tenants import ApiKeyRecord, Tenant, TenantNotFound
@@ -62,20 +63,31 @@ def _own_tenant(admin: Principal, tenant_id: str) -> None:
         raise TenantNotFound(f"tenant {tenant_id!r} does not exist")
 
 
-async def _check_runtime(services: Services, tenant_id: str, overrides: dict[str, Any]) -> None:
-    """Refuse settings that are invalid or that the tenant's runtime could not run with."""
+async def _check_runtime(
+    services: Services, channels: ChannelManager, tenant_id: str, overrides: dict[str, Any]
+) -> None:
+    """Refuse settings that are invalid, that the tenant's runtime could not run with, or
+    whose bots could not run (a token unset, or another bot's)."""
     try:
-        await services.runtimes.check(tenant_id, overrides)
+        effective = await services.runtimes.check(tenant_id, overrides)
+        channels.check(tenant_id, effective.channels)
     except ConfigError as exc:
         raise InvalidInput(exc.message, code="invalid_settings") from exc
 
 
+async def _run_bots(services: Services, channels: ChannelManager, tenant: Tenant) -> None:
+    """The tenant's bots as its settings now say: none while it is disabled."""
+    services.runtimes.invalidate(tenant.id)
+    bots = {} if tenant.is_disabled else (await services.runtimes.get(tenant.id)).settings.channels
+    await channels.apply(tenant.id, bots)
+
+
 @router.post("/tenants", status_code=201)
 async def create_tenant_route(
-    body: TenantCreate, services: ServicesDep, admin: AdminDep
+    body: TenantCreate, services: ServicesDep, channels: ChannelsDep, admin: AdminDep
 ) -> TenantPublic:
     _require_operator(admin)
-    await _check_runtime(services, body.id, body.settings)
+    await _check_runtime(services, channels, body.id, body.settings)
     tenant = await create_tenant(
         services.tenants,
         services.settings,
@@ -83,6 +95,7 @@ async def create_tenant_route(
         name=body.name,
         overrides=body.settings,
     )
+    await _run_bots(services, channels, tenant)
     return tenant_public(tenant)
 
 
@@ -97,19 +110,23 @@ async def list_tenants(services: ServicesDep, admin: AdminDep) -> TenantList:
 
 @router.patch("/tenants/{tenant_id}")
 async def update_tenant(
-    tenant_id: str, body: TenantUpdate, services: ServicesDep, admin: AdminDep
+    tenant_id: str,
+    body: TenantUpdate,
+    services: ServicesDep,
+    channels: ChannelsDep,
+    admin: AdminDep,
 ) -> TenantPublic:
     _require_operator(admin)
     values: dict[str, object] = {}
     if body.name is not None:
         values["name"] = body.name
     if body.settings is not None:
-        await _check_runtime(services, tenant_id, body.settings)
+        await _check_runtime(services, channels, tenant_id, body.settings)
         values["settings"] = body.settings
     if body.disabled is not None:
         values["disabled_at"] = datetime.now(UTC) if body.disabled else None
     tenant = await services.tenants.update(tenant_id=tenant_id, **values)
-    services.runtimes.invalidate(tenant_id)
+    await _run_bots(services, channels, tenant)
     if body.disabled:
         services.authenticator.notice_revocation()  # its turns in flight end now
     return tenant_public(tenant)

@@ -8,8 +8,7 @@ from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
 
 from backend.api.deps import ChannelsDep
-from backend.api.errors import error_response
-from backend.channels.base import WebhookCall
+from backend.channels.base import NO_SUCH_BOT, WebhookCall
 
 router = APIRouter(tags=["channels"])
 
@@ -20,10 +19,11 @@ async def deliver(
 ) -> JSONResponse:
     channel = channels.get(tenant_id, bot_name)
     if channel is None:
-        return error_response(404, "not_found", "there is no such bot")
-    call = WebhookCall(
-        headers={name.lower(): value for name, value in request.headers.items()},
-        body=await request.body(),
-    )
-    answer = await channel.handle_webhook(call)
+        answer = NO_SUCH_BOT
+    else:
+        call = WebhookCall(
+            headers={name.lower(): value for name, value in request.headers.items()},
+            body=await request.body(),
+        )
+        answer = await channel.handle_webhook(call)
     return JSONResponse(answer.body, status_code=answer.status)

@@ -42,6 +42,13 @@ class WebhookAnswer:
     body: dict[str, object]
 
 
+# What the webhook route answers for a bot that does not exist or takes no webhooks: the same,
+# so an outsider learns nothing about which tenants and bots there are.
+NO_SUCH_BOT = WebhookAnswer(
+    404, {"error": {"code": "not_found", "message": "there is no such bot"}}
+)
+
+
 class Channel(Protocol):
     tenant_id: str
     name: str

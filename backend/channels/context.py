@@ -3,8 +3,9 @@ repositories their commands read (sessions, memory) and their delivery journal."
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
+from backend.chat.failpoints import Failpoints
 from backend.chat.runtime import RuntimeRegistry
 from backend.chat.service import ChatService
 from backend.memory.base import MemoryStore
@@ -19,6 +20,7 @@ class ChannelServices:
     memory: MemoryStore
     runtimes: RuntimeRegistry
     updates: ChannelUpdateRepository
+    failpoints: Failpoints = field(default_factory=Failpoints)  # crash tests only
 
     async def memory_scope(self, tenant_id: str, user_key: str | None) -> str:
         """The memory a chat's user reads: theirs with `memory.scope: user`, else the tenant's."""

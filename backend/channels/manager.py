@@ -50,9 +50,9 @@ class ChannelManager:
     def statuses(self) -> list[ChannelStatus]:
         return [channel.status for _, channel in self._running.values()]
 
-    async def apply(self, tenant_id: str, bots: TenantBots) -> None:
-        """Run exactly `bots` for `tenant_id`: start new ones, restart changed ones, stop
-        removed ones. ConfigError (nothing changed) when they cannot run."""
+    def check(self, tenant_id: str, bots: TenantBots) -> None:
+        """ConfigError when `bots` could not run as `tenant_id`'s next to the other tenants'
+        (a token not set, or one another bot uses already)."""
         others = [
             (tenant, name, settings)
             for (tenant, name), (settings, _) in self._running.items()
@@ -61,6 +61,11 @@ class ChannelManager:
         problems = check_bots([*others, *((tenant_id, n, s) for n, s in bots.items())])
         if problems:
             raise ConfigError("; ".join(problems))
+
+    async def apply(self, tenant_id: str, bots: TenantBots) -> None:
+        """Run exactly `bots` for `tenant_id`: start new ones, restart changed ones, stop
+        removed ones. ConfigError (nothing changed) when they cannot run."""
+        self.check(tenant_id, bots)
         for (tenant, name), (settings, _) in list(self._running.items()):
             if tenant == tenant_id and bots.get(name) != settings:
                 await self._stop(tenant, name)

@@ -82,10 +82,13 @@ class RuntimeRegistry:
             self._runtimes[tenant_id] = (fingerprint, time.monotonic(), runtime)
             return runtime
 
-    async def check(self, tenant_id: str, overrides: dict[str, Any]) -> None:
-        """Build (and close) the runtime `overrides` would give: ConfigError if it cannot
-        work, so a bad change is refused instead of breaking the tenant's next request."""
-        await self._build(self._effective(tenant_id, overrides)).aclose()
+    async def check(self, tenant_id: str, overrides: dict[str, Any]) -> Settings:
+        """The settings `overrides` would give, after building (and closing) their runtime:
+        ConfigError if it cannot work, so a bad change is refused instead of breaking the
+        tenant's next request."""
+        effective = self._effective(tenant_id, overrides)
+        await self._build(effective).aclose()
+        return effective
 
     def invalidate(self, tenant_id: str) -> None:
         cached = self._runtimes.get(tenant_id)

@@ -119,21 +119,25 @@ class TurnRunner:
         self._runtimes = runtimes
         self._token_quota = token_quota
         self._tasks: set[asyncio.Task[None]] = set()
-        self._running: dict[tuple[str, str], TurnHandle] = {}
+        # Each session's turns not yet ended, oldest first: the oldest is writing or about to
+        # (the session lock is FIFO), so a cancel right after a message was sent still finds it.
+        self._running: dict[tuple[str, str], list[TurnHandle]] = {}
 
     def start(self, request: TurnRequest) -> TurnHandle:
         handle = TurnHandle(request)
+        self._running.setdefault((request.tenant_id, request.session_id), []).append(handle)
         task = asyncio.create_task(self._run(handle), name=f"turn {handle.turn_id}")
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
         return handle
 
     def cancel(self, *, tenant_id: str, session_id: str) -> bool:
-        """Cancel the turn in flight in a session; False when there is none."""
-        handle = self._running.get((tenant_id, session_id))
-        if handle is None:
+        """Cancel the turn in flight in a session (or the next, while it waits for the lock);
+        False when there is none."""
+        handles = self._running.get((tenant_id, session_id))
+        if not handles:
             return False
-        handle.cancel()
+        handles[0].cancel()
         return True
 
     async def aclose(self) -> None:
@@ -146,11 +150,7 @@ class TurnRunner:
         key = (request.tenant_id, request.session_id)
         try:
             async with self._locks.hold(tenant_id=key[0], session_id=key[1]):
-                self._running[key] = handle
-                try:
-                    await self._run_locked(handle)
-                finally:
-                    self._running.pop(key, None)
+                await self._run_locked(handle)
         except TallyError as exc:
             retry_after = getattr(exc, "retry_after", None)
             handle.emit(TurnFailed(exc.code, exc.message, exc.status, retry_after))
@@ -160,6 +160,14 @@ class TurnRunner:
         except Exception:
             log.exception("turn failed unexpectedly", extra=handle.log_fields())
             handle.emit(TurnFailed("internal_error", "the turn failed unexpectedly", status=500))
+        finally:
+            self._forget(key, handle)
+
+    def _forget(self, key: tuple[str, str], handle: TurnHandle) -> None:
+        handles = self._running[key]
+        handles.remove(handle)
+        if not handles:
+            del self._running[key]
 
     async def _run_locked(self, handle: TurnHandle) -> None:
         request = handle.request

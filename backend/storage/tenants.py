@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -92,6 +93,15 @@ class TenantRepository:
         except IntegrityError as exc:
             raise Conflict(f"tenant {tenant_id!r} exists", code="tenant_exists") from exc
         return Tenant(tenant_id, name, settings, now, None)
+
+    async def ensure(self, *, tenant_id: str) -> None:
+        """A row for a tenant config.yaml names (its settings stay in the file), if it has
+        none yet: its sessions and keys need one."""
+        try:
+            await self.get(tenant_id=tenant_id)
+        except TenantNotFound:
+            with contextlib.suppress(Conflict):  # another process made it meanwhile
+                await self.create(tenant_id=tenant_id, name=tenant_id, settings={})
 
     async def get(self, *, tenant_id: str) -> Tenant:
         async with self._db.read() as conn:

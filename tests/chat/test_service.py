@@ -98,3 +98,17 @@ async def test_channel_messages_count_against_the_tenants_request_limit(
 async def test_a_named_session_that_does_not_exist_fails_the_turn(services: Services) -> None:
     end = await (await services.chat.start(message("hi", session_id="nope"))).result()
     assert isinstance(end, TurnFailed) and end.code == "session_not_found"
+
+
+async def test_a_stop_sent_right_after_the_message_stops_its_turn(services: Services) -> None:
+    """The turn may still wait for its session lock: a cancel then must not say "nothing"."""
+    handle = await services.chat.start(message("write a lot", external_key="bot:9"))
+    session_id = handle.request.session_id
+    assert services.chat.cancel(tenant_id=TENANT, session_id=session_id)
+    end = await handle.result()
+    stored = await services.messages.window(
+        tenant_id=TENANT, session_id=session_id, start_id=0, limit=10
+    )
+    assert isinstance(end, TurnFailed) and end.code == "cancelled"
+    assert [(m.role, m.content) for m in stored] == [("user", "write a lot")]
+    assert not services.chat.cancel(tenant_id=TENANT, session_id=session_id)  # it has ended

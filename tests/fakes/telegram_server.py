@@ -23,6 +23,7 @@ import time
 from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import unquote
 
 from . import FakeServer, HttpError, RecordedRequest, Reply
 
@@ -46,6 +47,7 @@ class Sent:
     """One call the bot made that shows in a chat: a message, an edit, a chat action."""
 
     method: str
+    token: str  # the bot that made it
     chat_id: int
     text: str
     parse_mode: str | None
@@ -58,6 +60,7 @@ class FakeTelegramServer(FakeServer):
 
     def __init__(self, **options: Any) -> None:
         super().__init__(**options)
+        self._lock = threading.RLock()  # a waiting test's condition reads under it too
         self.bots: dict[str, Bot] = {}
         self.files: dict[str, bytes] = {}  # file_id -> content
         self._sent: list[Sent] = []
@@ -225,7 +228,7 @@ class FakeTelegramServer(FakeServer):
         return HttpError(404, "Not Found")
 
     async def route(self, request: RecordedRequest, reply: Reply) -> None:
-        parts = request.path.strip("/").split("/")
+        parts = [unquote(part) for part in request.path.strip("/").split("/")]
         with self._changed:
             self._changed.notify_all()  # a waiting test re-checks after every call
         if len(parts) >= 3 and parts[0] == "file":
@@ -329,7 +332,7 @@ class FakeTelegramServer(FakeServer):
         return True
 
     async def _m_sendChatAction(self, bot: Bot, params: dict[str, Any]) -> object:
-        self._record("sendChatAction", params, text=str(params.get("action", "")))
+        self._record(bot, "sendChatAction", params, text=str(params.get("action", "")))
         return True
 
     async def _m_sendMessage(self, bot: Bot, params: dict[str, Any]) -> object:
@@ -338,15 +341,15 @@ class FakeTelegramServer(FakeServer):
             raise TelegramError(400, "Bad Request: message text is empty")
         if len(text) > MAX_MESSAGE_CHARS:
             raise TelegramError(400, "Bad Request: message is too long")
-        sent = self._record("sendMessage", params, text=text)
+        sent = self._record(bot, "sendMessage", params, text=text)
         return _message(bot, sent)
 
     async def _m_editMessageText(self, bot: Bot, params: dict[str, Any]) -> object:
-        sent = self._record("editMessageText", params, text=str(params.get("text", "")))
+        sent = self._record(bot, "editMessageText", params, text=str(params.get("text", "")))
         return _message(bot, sent)
 
     async def _m_answerCallbackQuery(self, bot: Bot, params: dict[str, Any]) -> object:
-        self._record("answerCallbackQuery", params, text=str(params.get("text", "")))
+        self._record(bot, "answerCallbackQuery", params, text=str(params.get("text", "")))
         return True
 
     async def _m_getFile(self, bot: Bot, params: dict[str, Any]) -> object:
@@ -360,10 +363,11 @@ class FakeTelegramServer(FakeServer):
             "file_path": f"photos/{file_id}",
         }
 
-    def _record(self, method: str, params: dict[str, Any], *, text: str) -> Sent:
+    def _record(self, bot: Bot, method: str, params: dict[str, Any], *, text: str) -> Sent:
         chat_id = int(params.get("chat_id") or 0)  # 0: a call about a button press
         sent = Sent(
             method=method,
+            token=bot.token,
             chat_id=chat_id,
             text=text,
             parse_mode=params.get("parse_mode"),

@@ -78,6 +78,10 @@ ID_PROBES: dict[tuple[str, str], IdProbe] = {
     ),
     ("GET", "/api/admin/tenants/{tenant_id}/keys"): IdProbe("tenant"),
     ("DELETE", "/api/admin/keys/{key_id}"): IdProbe("api_key"),
+    # Webhooks carry no API key; two tenants' bots are probed in test_channel_isolation.py.
+    ("POST", "/channels/{tenant_id}/{bot_name}"): IdProbe(
+        "tenant", {"update_id": 1, "message": {"message_id": 1, "text": "taken over"}}
+    ),
 }
 
 # Lists and reads without an id: the query strings to try, given the probed tenant's id.

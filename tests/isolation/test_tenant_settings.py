@@ -151,10 +151,13 @@ async def served(
 async def add_tenant(
     client: httpx.AsyncClient, tenant_id: str, settings: dict[str, Any] | None = None
 ) -> str:
-    """A tenant (with admin-API overrides, if any) and its chat key."""
-    body: dict[str, Any] = {"id": tenant_id} | ({"settings": settings} if settings else {})
-    created = await client.post("/api/admin/tenants", headers=OPERATOR, json=body)
-    assert created.status_code == 201, created.text
+    """A tenant (with admin-API overrides, if any) and its chat key; a tenant config.yaml
+    names exists from the start and only gets its key."""
+    listed = (await client.get("/api/admin/tenants", headers=OPERATOR)).json()["tenants"]
+    if tenant_id not in {tenant["id"] for tenant in listed}:
+        body: dict[str, Any] = {"id": tenant_id} | ({"settings": settings} if settings else {})
+        created = await client.post("/api/admin/tenants", headers=OPERATOR, json=body)
+        assert created.status_code == 201, created.text
     key = await client.post(f"/api/admin/tenants/{tenant_id}/keys", headers=OPERATOR, json={})
     assert key.status_code == 201, key.text
     return str(key.json()["key"])

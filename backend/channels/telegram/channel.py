@@ -24,7 +24,7 @@ from telegram.error import TelegramError
 from telegram.request import HTTPXRequest
 
 from backend.channel_settings import TelegramBotSettings
-from backend.channels.base import ChannelStatus, WebhookAnswer, WebhookCall
+from backend.channels.base import NO_SUCH_BOT, ChannelStatus, WebhookAnswer, WebhookCall
 from backend.channels.commands import DESCRIPTIONS, ChatRef, CommandReply, Commands
 from backend.channels.context import ChannelServices
 from backend.channels.telegram.format import telegram_chunks
@@ -98,6 +98,11 @@ class TelegramChannel:
         with contextlib.suppress(TelegramError, RuntimeError):
             await self._bot.shutdown()
 
+    async def settle(self) -> None:
+        """Until every update in hand is answered (tests, and a graceful stop)."""
+        while self._tasks:
+            await asyncio.gather(*list(self._tasks), return_exceptions=True)
+
     async def _run(self) -> None:
         await self._with_retries("connect", self._connect)
         for update in await self._services.updates.unanswered(
@@ -158,7 +163,7 @@ class TelegramChannel:
         expected = self.settings.webhook_secret() or ""
         offered = call.headers.get("x-telegram-bot-api-secret-token", "")
         if self.settings.mode != "webhook" or not expected:
-            return WebhookAnswer(404, _error("not_found", "this bot takes no webhook"))
+            return NO_SUCH_BOT
         if not hmac.compare_digest(offered.encode(), expected.encode()):
             return WebhookAnswer(401, _error("unauthorized", "wrong or missing secret token"))
         try:

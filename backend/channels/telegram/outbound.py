@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import warnings
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from datetime import timedelta
 from typing import Any
@@ -14,6 +15,7 @@ from typing import Any
 from telegram import Bot
 from telegram.constants import ChatAction, ParseMode
 from telegram.error import BadRequest, RetryAfter, TelegramError
+from telegram.warnings import PTBDeprecationWarning
 
 from backend.channels.telegram.format import Chunk
 
@@ -84,7 +86,7 @@ class Outbox:
             try:
                 return await method(*args, **kwargs)
             except RetryAfter as exc:
-                wait = _seconds(exc.retry_after)
+                wait = _seconds(exc)
                 if attempt == MAX_FLOOD_WAITS or wait > MAX_FLOOD_WAIT_S:
                     raise
                 log.info("telegram flood control: waiting %.0f s", wait)
@@ -92,5 +94,8 @@ class Outbox:
         raise AssertionError("unreachable")
 
 
-def _seconds(value: int | timedelta) -> float:
+def _seconds(error: RetryAfter) -> float:
+    with warnings.catch_warnings():  # PTB 22 warns that the int becomes a timedelta in 23
+        warnings.simplefilter("ignore", PTBDeprecationWarning)
+        value = error.retry_after
     return value.total_seconds() if isinstance(value, timedelta) else float(value)

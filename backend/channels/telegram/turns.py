@@ -8,6 +8,7 @@ import logging
 from typing import TYPE_CHECKING
 
 from telegram import Message
+from telegram.error import TelegramError
 
 from backend.channels.commands import ChatRef
 from backend.channels.context import ChannelServices
@@ -28,6 +29,8 @@ log = logging.getLogger(__name__)
 
 TITLE_CHARS = 60
 TELEGRAM_PHOTO_TYPE = "image/jpeg"  # Telegram re-encodes every photo it delivers as JPEG
+PHOTO_UNAVAILABLE = "I could not fetch that photo from Telegram; please send it again."
+SAID_AS_IS = ("rate_limited", "token_quota_exceeded", "message_too_long", "photo_unavailable")
 
 
 class TelegramTurns:
@@ -39,10 +42,16 @@ class TelegramTurns:
     async def answer(
         self, message: Message, ask: Ask, chat: ChatRef, platform_id: str, chunks_sent: int
     ) -> None:
+        try:
+            photos = await self._photos(message)
+        except TelegramError as exc:  # the text alone would be answered as if the photo was seen
+            log.warning("telegram %s: photo not fetched: %s", self._channel.name, exc)
+            await self._notice(message.chat_id, "photo_unavailable", PHOTO_UNAVAILABLE)
+            return
         inbound = InboundMessage(
             tenant_id=chat.tenant_id,
             channel=chat.channel,
-            user_input=UserInput(ask.text, await self._photos(message)),
+            user_input=UserInput(ask.text, photos),
             external_key=chat.external_key,
             sender=_sender(message),
             message_id=str(message.message_id),
@@ -62,6 +71,7 @@ class TelegramTurns:
         if not isinstance(end, TurnCompleted):
             await self._notice(message.chat_id, end.code, end.message)
             return
+        self._services.failpoints.hit("telegram.before_reply")  # stored, not yet sent
         await self._outbox.send_chunks(
             message.chat_id,
             telegram_chunks(end.reply),
@@ -86,8 +96,10 @@ class TelegramTurns:
         """A turn that did not answer says so in the chat; it is never stored as a reply."""
         log.info("telegram %s: turn not answered (%s)", self._channel.name, code)
         text = f"Sorry, I could not answer that ({code})."
-        if code in ("rate_limited", "token_quota_exceeded", "message_too_long", "cancelled"):
-            text = f"{message} ({code})" if code != "cancelled" else "Stopped."
+        if code in SAID_AS_IS:
+            text = f"{message} ({code})"
+        elif code == "cancelled":
+            text = "Stopped."
         await self._outbox.send_chunks(chat_id, telegram_chunks(text))
 
 
