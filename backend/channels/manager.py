@@ -4,6 +4,7 @@ settings, restarted when they change, stopped at shutdown, found by the webhook 
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import Iterable
 
 from backend.channel_settings import ChannelSettings
@@ -15,6 +16,7 @@ from backend.errors import ConfigError
 log = logging.getLogger(__name__)
 
 TenantBots = dict[str, ChannelSettings]
+WEBHOOK_SECRET = re.compile(r"[A-Za-z0-9_-]{1,256}")
 
 
 def check_bots(bots: Iterable[tuple[str, str, ChannelSettings]]) -> list[str]:
@@ -28,9 +30,15 @@ def check_bots(bots: Iterable[tuple[str, str, ChannelSettings]]) -> list[str]:
         if not token:
             problems.append(f"{where}.{name}.token_env: {settings.token_env} is not set")
             continue
-        if settings.mode == "webhook" and not settings.webhook_secret():
+        secret = settings.webhook_secret()
+        if settings.mode == "webhook" and not secret:
             problems.append(
                 f"{where}.{name}.webhook_secret_env: {settings.webhook_secret_env} is not set"
+            )
+        elif secret and not WEBHOOK_SECRET.fullmatch(secret):
+            problems.append(
+                f"{where}.{name}.webhook_secret_env: Telegram takes 1-256 characters of "
+                "A-Z, a-z, 0-9, _ and - as a secret"
             )
         if token in seen:
             problems.append(f"{where}.{name}: the same bot token as {seen[token]}")

@@ -3,7 +3,7 @@ imported inside the factories, so a deployment without bots never loads them."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 
 from backend.channel_settings import ChannelSettings
 from backend.channels.base import Channel
@@ -20,7 +20,15 @@ def _telegram(
     return TelegramChannel(tenant_id=tenant_id, name=name, settings=settings, services=services)
 
 
+async def _telegram_whoami(settings: ChannelSettings) -> str:
+    from backend.channels.telegram.probe import whoami
+
+    return await whoami(settings)
+
+
 CHANNEL_KINDS: dict[str, ChannelFactory] = {"telegram": _telegram}
+# How `tally doctor` asks a platform who a bot is: a short description, or OSError/ValueError.
+WHOAMI: dict[str, Callable[[ChannelSettings], Awaitable[str]]] = {"telegram": _telegram_whoami}
 
 
 def build_channel(

@@ -76,6 +76,6 @@ class MemoryWriteTool:
         (entry,) = await self._store.append(
             tenant_id=context.tenant_id,
             scope_key=_scope_key(context, scope_by_user=self._scope_by_user),
-            entries=[NewEntry(source="memory_write", content=fact)],
+            entries=[NewEntry(source=context.chat or "memory_write", content=fact)],
         )
         return f"remembered: {entry.line}"

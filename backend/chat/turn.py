@@ -28,6 +28,7 @@ from backend.domain.events import (
     TurnStarted,
 )
 from backend.domain.ids import new_turn_id
+from backend.domain.inbound import CHAT_PLATFORMS
 from backend.domain.messages import Session, StoredMessage, Usage, UserInput
 from backend.errors import Conflict, EmptyReply, InvalidInput, TallyError, TurnCancelled
 from backend.storage.messages import MessageRepository
@@ -282,7 +283,11 @@ class TurnRunner:
             handle.emit(built.compaction)
             handle.emit(TextDelta(COMPACTION_NOTE + "\n\n"))
             outcome.reply_parts.append(COMPACTION_NOTE)
-        context = ToolContext(request.tenant_id, session.id, handle.turn_id, session.user_key)
+        is_platform_chat = session.channel in CHAT_PLATFORMS and session.external_key
+        chat = f"{session.channel}:{session.external_key}" if is_platform_chat else None
+        context = ToolContext(
+            request.tenant_id, session.id, handle.turn_id, session.user_key, chat=chat
+        )
 
         async def record(call: ToolCallRecord) -> None:
             await self._tool_conversations.add(

@@ -12,13 +12,15 @@ from typing import Literal
 from sqlalchemy import text
 from sqlalchemy.exc import SQLAlchemyError
 
+from backend.channel_settings import ChannelSettings
+from backend.channels.registry import WHOAMI
 from backend.composition import check_settings
 from backend.domain.events import TextDelta
 from backend.domain.requests import ChatRequest, RequestMessage
 from backend.errors import TallyError
 from backend.model_choice import choose_provider
 from backend.providers.base import ChatProvider
-from backend.settings import Settings, load_settings
+from backend.settings import Settings, load_settings, tenant_settings
 from backend.storage.database import Database
 from backend.storage.migrate import migrate
 
@@ -43,6 +45,7 @@ async def run_doctor(config: Path | None, *, is_offline: bool) -> int:
     checks = [
         await _check_database(settings),
         await _check_provider(settings, is_offline=is_offline),
+        *[await _check_bot(where, bot, is_offline=is_offline) for where, bot in _bots(settings)],
     ]
     return 0 if all(checks) else 1
 
@@ -86,6 +89,26 @@ async def _check_provider(settings: Settings, *, is_offline: bool) -> bool:
     finally:
         await provider.aclose()
     return _report("ok", f"provider {model.provider}", f"{model.name} answered")
+
+
+def _bots(settings: Settings) -> list[tuple[str, ChannelSettings]]:
+    """Every bot config.yaml sets up, by its key path."""
+    found = [(f"channels.{name}", bot) for name, bot in settings.channels.items()]
+    for tenant_id in settings.tenants:
+        effective = tenant_settings(settings, tenant_id, settings.tenants[tenant_id])
+        found += [(f"tenants.{tenant_id}.channels.{n}", b) for n, b in effective.channels.items()]
+    return found
+
+
+async def _check_bot(where: str, bot: ChannelSettings, *, is_offline: bool) -> bool:
+    if is_offline:
+        return _report("ok", f"bot {where}", "not called (--offline)")
+    try:
+        description = await WHOAMI[bot.kind](bot)
+    except (OSError, ValueError) as exc:
+        fix = f"check {bot.token_env} and api_base_url ({bot.api_base_url})"
+        return _report("FAIL", f"bot {where}", str(exc), fix)
+    return _report("ok", f"bot {where}", description)
 
 
 async def _ping(provider: ChatProvider, model: str) -> None:

@@ -7,6 +7,9 @@ from dataclasses import dataclass
 
 from backend.domain.messages import UserInput
 
+# The channels that are chat platforms: a session there is one platform chat.
+CHAT_PLATFORMS = frozenset({"telegram", "dingtalk"})
+
 
 @dataclass(frozen=True, slots=True)
 class Sender:

@@ -14,6 +14,7 @@ class ToolContext:
     session_id: str
     turn_id: str
     user_key: str | None = None
+    chat: str | None = None  # `telegram:<bot>:<chat id>` for a session of a chat platform
 
 
 class ToolFailed(Exception):

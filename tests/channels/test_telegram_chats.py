@@ -7,8 +7,9 @@ import base64
 import json
 from pathlib import Path
 
+from backend.domain.messages import ToolCall
 from backend.memory.entries import NewEntry
-from backend.providers.scripted import ScriptedProvider
+from backend.providers.scripted import ScriptedProvider, ScriptedToolCalls
 from tests.channels.conftest import TOKEN, Served, bot_settings, serving_bot
 from tests.fakes.summarizer import EchoSummarizer
 from tests.fakes.telegram_server import FakeTelegramServer, Sent
@@ -191,3 +192,17 @@ async def test_overflow_summaries_and_memory_work_for_a_telegram_chat(
     assert session is not None and session.window_start_id > 0  # turns left the window
     (entry,) = [e for e in memory.entries if "Ada" in e.content]
     assert entry.provenance is not None and entry.provenance.session_id == session.id
+
+
+async def test_a_fact_the_model_remembers_is_marked_with_its_chat(
+    telegram: FakeTelegramServer, tmp_path: Path, database_url: str
+) -> None:
+    remember = ToolCall(id="w", name="memory_write", arguments={"fact": "Ada keeps bees"})
+    provider = ScriptedProvider(replies=[])
+    provider.push(ScriptedToolCalls([remember]), "Noted.")
+    async with serving_bot(telegram, tmp_path, database_url, provider=provider) as served:
+        said = await ask(served, "remember: I keep bees", 1)
+        memory = await served.client.get("/api/memory")
+    (entry,) = memory.json()["entries"]
+    assert said == "Noted."
+    assert (entry["source"], entry["content"]) == ("telegram:tg:42", "Ada keeps bees")

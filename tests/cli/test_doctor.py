@@ -10,6 +10,7 @@ import pytest
 
 from tests.cli.runner import config, tally
 from tests.conftest import ROOT
+from tests.fakes.telegram_server import FakeTelegramServer
 
 OPENAI = "providers:\n  openai: {kind: openai_compatible, api_key_env: OPENAI_API_KEY}\n"
 # Configs that parse but cannot serve, and the key path each error must name.
@@ -25,6 +26,21 @@ BROKEN = [
         "tenants: {acme: {tools: {enabled: [shell]}}}\n",
         "tenants.acme.tools.enabled.0: unknown tool 'shell'",
     ),
+    # Bots ($HOME stands in for a token variable that is set).
+    (
+        "channels: {tg: {kind: telegram, token_env: TALLY_UNSET_TOKEN}}\n",
+        "channels.tg.token_env: TALLY_UNSET_TOKEN is not set",
+    ),
+    (
+        "channels: {tg: {kind: telegram, token_env: HOME, mode: webhook}}\n",
+        "webhook mode needs webhook_url and webhook_secret_env",
+    ),
+    (
+        "channels: {a: {kind: telegram, token_env: HOME}}\n"
+        "tenants: {acme: {channels: {b: {kind: telegram, token_env: HOME}}}}\n",
+        "tenants.acme.channels.b: the same bot token as channels.a",
+    ),
+    ("channels: {tg: {kind: icq, token_env: HOME}}\n", "channels.tg"),
 ]
 
 
@@ -81,3 +97,26 @@ def test_an_unreachable_provider_is_named_with_its_url_and_the_cause(tmp_path: P
     result = tally("--config", str(path), "doctor", env={"MYVENDOR_KEY": "k"})
     assert result.returncode == 1
     assert f"FAIL  provider: myvendor ({url}): connection refused" in result.stdout
+
+
+def test_each_bot_is_asked_who_it_is_and_a_refused_token_fails(tmp_path: Path) -> None:
+    with FakeTelegramServer() as telegram:
+        telegram.add_bot("1:good", username="helper_bot")
+        path = config(
+            tmp_path,
+            "channels:\n"
+            f"  good: {{kind: telegram, token_env: GOOD_TG, api_base_url: '{telegram.base_url}'}}\n"
+            "tenants:\n  acme:\n    channels:\n"
+            f"      stale: {{kind: telegram, token_env: STALE_TG, "
+            f"api_base_url: '{telegram.base_url}'}}\n",
+        )
+        env = {"GOOD_TG": "1:good", "STALE_TG": "2:revoked-by-botfather"}
+        result = tally("--config", str(path), "doctor", env=env)
+        offline = tally("--config", str(path), "doctor", "--offline", env=env)
+    assert result.returncode == 1, result.stdout
+    assert "ok    bot channels.good: @helper_bot (polling)" in result.stdout
+    assert "FAIL  bot tenants.acme.channels.stale:" in result.stdout
+    assert "refused the token" in result.stdout and "fix: check STALE_TG" in result.stdout
+    assert (
+        offline.returncode == 0 and "bot tenants.acme.channels.stale: not called" in offline.stdout
+    )

@@ -4,6 +4,7 @@ works, and the reply sent in chunks, counting them so a restart sends only the r
 
 from __future__ import annotations
 
+import functools
 import logging
 from typing import TYPE_CHECKING
 
@@ -76,14 +77,16 @@ class TelegramTurns:
             message.chat_id,
             telegram_chunks(end.reply),
             first=chunks_sent,
-            sent=lambda count: self._services.updates.count_sent(
-                tenant_id=chat.tenant_id,
-                bot=self._channel.name,
-                platform_id=platform_id,
-                chunks=count,
-            ),
+            sent=functools.partial(self._count_sent, chat, platform_id),
         )
         CHANNEL_EVENTS.labels(chat.tenant_id, self._channel.name, "reply").inc()
+
+    async def _count_sent(self, chat: ChatRef, platform_id: str, count: int) -> None:
+        """Kept after each chunk, so a restart sends only the chunks not yet sent."""
+        await self._services.updates.count_sent(
+            tenant_id=chat.tenant_id, bot=self._channel.name, platform_id=platform_id, chunks=count
+        )
+        self._services.failpoints.hit("telegram.chunk_sent")
 
     async def _photos(self, message: Message) -> tuple[ImagePart, ...]:
         if not message.photo:
