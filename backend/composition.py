@@ -43,7 +43,7 @@ from backend.providers.registry import build_chat_provider
 from backend.settings import ModelSettings, Settings, tenant_settings
 from backend.settings_errors import describe_problems
 from backend.storage.channel_updates import ChannelUpdateRepository
-from backend.storage.database import Database
+from backend.storage.database import Database, open_database, pool_budget_problem
 from backend.storage.messages import MessageRepository
 from backend.storage.migrate import migrate
 from backend.storage.overflow_jobs import OverflowJobRepository
@@ -96,7 +96,7 @@ async def build_services(
     """Open the database (migrated), memory, the per-tenant runtimes and the turn runner, and
     resume unfinished summaries; close them all after. `provider` and `summarizer_provider`
     replace the configured models for every tenant (tests and embedding)."""
-    database = Database(settings.database.url)
+    database = open_database(settings.database)
     outcomes = ProviderOutcomes()
     try:
         await migrate(database)
@@ -166,10 +166,11 @@ async def build_services(
 
 
 async def check_settings(settings: Settings) -> None:
-    """Build (and close) every configured tenant's runtime as serving would, without opening
-    the database, so `tally serve` refuses a config that cannot work before it listens and
-    `tally doctor` reports it: ConfigError naming the file, the key path and the reason."""
-    database = Database(settings.database.url)
+    """Build (and close) every configured tenant's runtime as serving would, and check that
+    the PostgreSQL pools fit the server, so `tally serve` refuses a config that cannot work
+    before it listens and `tally doctor` reports it: ConfigError naming the file, the key path
+    and the reason."""
+    database = open_database(settings.database)
     factory = RuntimeFactory.for_database(settings, database)
     bots = []
     try:
@@ -186,6 +187,8 @@ async def check_settings(settings: Settings) -> None:
                     problem += f" ({exc.prompts_dir})"
                 raise ConfigError(describe_problems(settings.source, [problem])) from exc
         problems = check_bots(bots)
+        budget = await pool_budget_problem(database, settings.database)
+        problems += [budget] if budget else []
         if problems:
             raise ConfigError(describe_problems(settings.source, problems))
     finally:

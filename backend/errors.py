@@ -75,6 +75,15 @@ class ToolLoopExceeded(TallyError):
     status = 502
 
 
+class StorageUnavailable(TallyError):
+    """The database cannot serve now (read-only or full, unreachable, out of connections):
+    503 with `Retry-After`; nothing was stored half-way and a retry can succeed."""
+
+    code = "storage_unavailable"
+    status = 503
+    retry_after = 5.0
+
+
 class ProviderError(TallyError):
     """The LLM provider failed. `retry_after` (seconds) when the vendor said when to retry.
 

@@ -64,7 +64,23 @@ class AuthSettings(Strict):
 
 
 class DatabaseSettings(Strict):
+    """Where data lives. The pool sizes matter on PostgreSQL only: a worker holds at most
+    `pool_size + max_overflow + lock_pool_size + lock_max_overflow` connections."""
+
     url: str = "sqlite+aiosqlite:///data/tally.db"
+    pool_size: int = Field(5, ge=1, le=1000)
+    max_overflow: int = Field(10, ge=0, le=1000)
+    pool_timeout_s: float = Field(30.0, gt=0, le=600)  # waited for a connection, then 503
+    # Connections that hold a session's advisory lock for a whole turn, one per turn running;
+    # a turn beyond them waits for one to be free (turns end), then 503.
+    lock_pool_size: int = Field(10, ge=1, le=1000)
+    lock_max_overflow: int = Field(20, ge=0, le=1000)
+    lock_pool_timeout_s: float = Field(300.0, gt=0, le=3600)
+    processes: int = Field(1, ge=1, le=1000)  # workers on this database, all hosts together
+
+    @property
+    def connections_per_process(self) -> int:
+        return self.pool_size + self.max_overflow + self.lock_pool_size + self.lock_max_overflow
 
     @field_validator("url")
     @classmethod

@@ -13,6 +13,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from backend.api.text_fields import INVALID_TEXT
 from backend.errors import TallyError
+from backend.storage.faults import as_storage_fault
 
 log = logging.getLogger(__name__)
 
@@ -90,5 +91,9 @@ async def _http_error(_request: Request, exc: Exception) -> JSONResponse:
 
 
 async def _unexpected(request: Request, exc: Exception) -> JSONResponse:
+    fault = as_storage_fault(exc)
+    if fault is not None:
+        log.warning("storage fault on %s %s: %s", request.method, request.url.path, fault.message)
+        return await _tally_error(request, fault)
     log.error("unhandled error on %s %s", request.method, request.url.path, exc_info=exc)
     return error_response(500, "internal_error", "the server failed unexpectedly")

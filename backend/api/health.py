@@ -13,9 +13,11 @@ from backend.api.auth import DEFAULT_TENANT, OptionalPrincipalDep
 from backend.api.deps import ChannelsDep, ServicesDep
 from backend.api.schemas import ChannelHealthPublic, HealthPublic, ProviderHealthPublic
 from backend.channels.base import ChannelStatus
+from backend.errors import StorageUnavailable
 from backend.providers.endpoints import base_url, display_url
 from backend.providers.outcomes import Outcome
 from backend.settings import ProviderSettings
+from backend.storage.faults import as_storage_fault
 from backend.tenancy.keys import Principal
 
 router = APIRouter(tags=["health"])
@@ -39,12 +41,16 @@ async def health(
     response: Response,
     caller: OptionalPrincipalDep,
 ) -> HealthPublic:
+    database, database_problem = "ok", services.database.write_fault
     try:
         async with services.database.read() as conn:
             await conn.execute(text("SELECT 1"))
-        database = "ok"
-    except (SQLAlchemyError, OSError):
+    except (SQLAlchemyError, OSError) as exc:
+        fault = as_storage_fault(exc)
+        database_problem = fault.message if fault else f"{type(exc).__name__}"
+    if database_problem is not None:  # unreachable, or reads work but writes fail
         database = "unavailable"
+        response.headers["Retry-After"] = str(round(StorageUnavailable.retry_after))
     if database != "ok":
         response.status_code = 503  # a failing provider leaves the server alive: still 200
     runtime = await services.runtimes.get(DEFAULT_TENANT)
@@ -55,6 +61,7 @@ async def health(
     return HealthPublic(
         status="ok" if database == "ok" and not is_provider_failing else "degraded",
         database=database,
+        database_problem=database_problem,
         provider=runtime.model.provider,
         model=runtime.model.name,
         providers=[

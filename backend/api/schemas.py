@@ -158,6 +158,7 @@ class HealthPublic(BaseModel):
         "model's provider failed its latest call (HTTP 200)"
     )
     database: Literal["ok", "unavailable"]
+    database_problem: str | None = None  # why it is unavailable: the driver's words, no data
     provider: str
     model: str
     providers: list[ProviderHealthPublic]

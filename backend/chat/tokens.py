@@ -6,6 +6,7 @@ models o200k counts are scaled by a per-model factor learned from the usage the 
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from functools import lru_cache
 
@@ -15,6 +16,8 @@ from backend.domain.requests import ChatRequest, RequestMessage
 
 MESSAGE_OVERHEAD = 4  # role and separators per message, as OpenAI documents for chat models
 IMAGE_TOKENS = 1000  # a conservative flat cost per image
+MAX_RUN = 256
+LONG_RUN = re.compile(rf"\S{{{MAX_RUN + 1},}}")
 _CL100K_PREFIXES = ("gpt-4-", "gpt-3.5", "text-embedding-3", "gpt-4")
 _EXACT_PREFIXES = ("gpt-", "o1", "o3", "o4", "chatgpt-")
 
@@ -33,6 +36,23 @@ def encoding_name(model: str) -> str:
     return "o200k_base"
 
 
+def _pieces(text: str) -> list[str]:
+    """`text` in pieces to encode one by one. BPE takes time quadratic in the length of a run
+    without spaces (100,000 `x` took minutes, with the event loop blocked), so such runs are
+    cut into slices of `MAX_RUN` characters: counts stay exact for ordinary text and within one
+    token per slice for the rest."""
+    pieces: list[str] = []
+    start = 0
+    for run in LONG_RUN.finditer(text):
+        pieces.append(text[start : run.start()])
+        pieces += [
+            text[i : min(i + MAX_RUN, run.end())] for i in range(run.start(), run.end(), MAX_RUN)
+        ]
+        start = run.end()
+    pieces.append(text[start:])
+    return [piece for piece in pieces if piece]
+
+
 class TokenCounter:
     """Counts tokens for one model. `is_exact` is true for OpenAI-family models."""
 
@@ -45,7 +65,7 @@ class TokenCounter:
     def count(self, text: str) -> int:
         if not text:
             return 0
-        raw = len(self._encoding.encode(text))
+        raw = sum(len(self._encoding.encode(piece)) for piece in _pieces(text))
         return raw if self.is_exact else round(raw * self._factor)
 
     def count_message(self, message: RequestMessage) -> int:

@@ -31,6 +31,7 @@ from backend.domain.ids import new_turn_id
 from backend.domain.inbound import CHAT_PLATFORMS
 from backend.domain.messages import Session, StoredMessage, Usage, UserInput
 from backend.errors import Conflict, EmptyReply, InvalidInput, TallyError, TurnCancelled
+from backend.storage.faults import as_storage_fault
 from backend.storage.messages import MessageRepository
 from backend.storage.tool_conversations import ToolConversationRepository
 from backend.storage.usage import UsageDay
@@ -158,9 +159,14 @@ class TurnRunner:
         except asyncio.CancelledError:
             handle.emit(TurnFailed("shutting_down", "the server is stopping", status=503))
             raise
-        except Exception:
-            log.exception("turn failed unexpectedly", extra=handle.log_fields())
-            handle.emit(TurnFailed("internal_error", "the turn failed unexpectedly", status=500))
+        except Exception as exc:
+            fault = as_storage_fault(exc)
+            if fault is None:
+                log.exception("turn failed unexpectedly", extra=handle.log_fields())
+                handle.emit(TurnFailed("internal_error", "the turn failed unexpectedly", 500))
+            else:
+                log.warning("turn failed: %s", fault.message, extra=handle.log_fields())
+                handle.emit(TurnFailed(fault.code, fault.message, fault.status, fault.retry_after))
         finally:
             self._forget(key, handle)
 

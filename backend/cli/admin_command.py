@@ -9,7 +9,7 @@ from contextlib import asynccontextmanager
 from datetime import UTC, datetime
 
 from backend.settings import Settings
-from backend.storage.database import Database
+from backend.storage.database import open_database
 from backend.storage.migrate import migrate
 from backend.storage.tenants import ApiKeyRepository, TenantRepository
 from backend.tenancy.admin import create_key, create_tenant
@@ -19,7 +19,7 @@ from backend.tenancy.admin import create_key, create_tenant
 async def _repositories(
     settings: Settings,
 ) -> AsyncIterator[tuple[TenantRepository, ApiKeyRepository]]:
-    database = Database(settings.database.url)
+    database = open_database(settings.database)
     try:
         await migrate(database)
         yield TenantRepository(database), ApiKeyRepository(database)

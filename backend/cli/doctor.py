@@ -21,7 +21,7 @@ from backend.errors import TallyError
 from backend.model_choice import choose_provider
 from backend.providers.base import ChatProvider
 from backend.settings import Settings, load_settings, tenant_settings
-from backend.storage.database import Database
+from backend.storage.database import open_database
 from backend.storage.migrate import migrate
 
 Outcome = Literal["ok", "WARN", "FAIL"]
@@ -51,7 +51,7 @@ async def run_doctor(config: Path | None, *, is_offline: bool) -> int:
 
 
 async def _check_database(settings: Settings) -> bool:
-    database = Database(settings.database.url)
+    database = open_database(settings.database)
     try:
         await migrate(database)
         async with database.read() as conn:

@@ -98,13 +98,13 @@ def _serve(args: argparse.Namespace) -> int:
 
 
 def _migrate(args: argparse.Namespace) -> int:
-    from backend.storage.database import Database
+    from backend.storage.database import open_database
     from backend.storage.migrate import migrate
 
     settings = _settings(args)
 
     async def run() -> None:
-        database = Database(settings.database.url)
+        database = open_database(settings.database)
         try:
             await migrate(database)
         finally:

@@ -12,14 +12,14 @@ from pathlib import Path
 from backend.composition import build_memory_store
 from backend.memory.entries import format_line
 from backend.settings import Settings
-from backend.storage.database import Database
+from backend.storage.database import open_database
 from backend.storage.migrate import migrate
 
 
 async def run_memory_command(
     settings: Settings, *, action: str, tenant_id: str, user: str, query: str
 ) -> int:
-    database = Database(settings.database.url)
+    database = open_database(settings.database)
     try:
         await migrate(database)
         store = build_memory_store(settings, database)

@@ -11,21 +11,42 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager, nullcontext
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import event
 from sqlalchemy.engine import Connection
+from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
+
+from backend.storage.faults import as_storage_fault
+
+if TYPE_CHECKING:
+    from backend.settings import DatabaseSettings
 
 _WRITE_OPTION = "tally_write"
 
 
+@dataclass(frozen=True, slots=True)
+class Pools:
+    """PostgreSQL connection pools of one process (`database.*` in config.yaml)."""
+
+    size: int = 5
+    max_overflow: int = 10
+    timeout_s: float = 30.0
+    lock_size: int = 10
+    lock_max_overflow: int = 20
+    lock_timeout_s: float = 300.0
+
+
 class Database:
-    def __init__(self, url: str) -> None:
+    def __init__(self, url: str, pools: Pools | None = None) -> None:
         self.url = url
         self.is_sqlite = url.startswith("sqlite")
-        self.engine: AsyncEngine = _create_engine(url)
+        self.pools = pools or Pools()
+        self.write_fault: str | None = None  # why the latest write failed, while it does
+        self.engine: AsyncEngine = _create_engine(url, self.pools)
         self._lock_engine: AsyncEngine | None = None
         # One writer at a time in this process: on SQLite writers then wait in the event
         # loop (fair, FIFO) instead of sleeping in SQLite's busy handler.
@@ -38,20 +59,32 @@ class Database:
 
     @asynccontextmanager
     async def write(self) -> AsyncIterator[AsyncConnection]:
-        """A write transaction, committed on exit and rolled back on any exception."""
-        async with self._write_lock or nullcontext(), self.engine.connect() as conn:
-            await conn.execution_options(**{_WRITE_OPTION: True})
-            async with conn.begin():
-                yield conn
+        """A write transaction, committed on exit and rolled back on any exception. A storage
+        fault is kept in `write_fault` (for health) until a write succeeds again."""
+        try:
+            async with self._write_lock or nullcontext(), self.engine.connect() as conn:
+                await conn.execution_options(**{_WRITE_OPTION: True})
+                async with conn.begin():
+                    yield conn
+        except Exception as exc:
+            fault = as_storage_fault(exc)
+            if fault is not None:
+                self.write_fault = fault.message
+            raise
+        self.write_fault = None
 
     @property
     def lock_engine(self) -> AsyncEngine:
         """PostgreSQL connections that hold session advisory locks for a whole turn. A pool
         apart from the main one: turns holding locks can never starve the queries they make."""
         if self._lock_engine is None:
-            # Bounded below PostgreSQL's default 100 connections; a turn beyond it waits.
+            pools = self.pools
             self._lock_engine = create_async_engine(
-                self.url, pool_size=20, max_overflow=30, pool_timeout=300
+                self.url,
+                pool_size=pools.lock_size,
+                max_overflow=pools.lock_max_overflow,
+                pool_timeout=pools.lock_timeout_s,
+                pool_pre_ping=True,
             )
         return self._lock_engine
 
@@ -61,9 +94,28 @@ class Database:
             await self._lock_engine.dispose()
 
 
-def _create_engine(url: str) -> AsyncEngine:
+def open_database(settings: DatabaseSettings) -> Database:
+    """The database config.yaml names, with its pool sizes."""
+    pools = Pools(
+        size=settings.pool_size,
+        max_overflow=settings.max_overflow,
+        lock_size=settings.lock_pool_size,
+        lock_max_overflow=settings.lock_max_overflow,
+        timeout_s=settings.pool_timeout_s,
+        lock_timeout_s=settings.lock_pool_timeout_s,
+    )
+    return Database(settings.url, pools)
+
+
+def _create_engine(url: str, pools: Pools) -> AsyncEngine:
     if not url.startswith("sqlite"):
-        return create_async_engine(url, pool_size=10, max_overflow=20, pool_pre_ping=True)
+        return create_async_engine(
+            url,
+            pool_size=pools.size,
+            max_overflow=pools.max_overflow,
+            pool_timeout=pools.timeout_s,
+            pool_pre_ping=True,  # a connection the server dropped is replaced, not an error
+        )
     path = url.split(":///", 1)[1]
     if path and path != ":memory:":
         Path(path).parent.mkdir(parents=True, exist_ok=True)
@@ -90,3 +142,28 @@ def _configure_sqlite_connection(dbapi_connection: Any, _record: Any) -> None:
 def _begin_sqlite_transaction(conn: Connection) -> None:
     is_write = conn.get_execution_options().get(_WRITE_OPTION, False)
     conn.exec_driver_sql("BEGIN IMMEDIATE" if is_write else "BEGIN")
+
+
+async def pool_budget_problem(database: Database, settings: DatabaseSettings) -> str | None:
+    """Why the pools configured cannot fit the PostgreSQL server's connection limit, if they
+    cannot: every process may open all of its connections at once. None on SQLite, and when
+    the server cannot be asked (serving reports that itself)."""
+    if database.is_sqlite:
+        return None
+    try:
+        async with database.read() as conn:
+            limit = int((await conn.exec_driver_sql("SHOW max_connections")).scalar_one())
+            reserved = int(
+                (await conn.exec_driver_sql("SHOW superuser_reserved_connections")).scalar_one()
+            )
+    except (SQLAlchemyError, OSError):
+        return None
+    needed = settings.connections_per_process * settings.processes
+    if needed <= limit - reserved:
+        return None
+    return (
+        f"database: {settings.processes} process(es) x {settings.connections_per_process} "
+        f"connections (pool_size + max_overflow + lock_pool_size + lock_max_overflow) = "
+        f"{needed}, but the server takes {limit - reserved} (max_connections {limit} minus "
+        f"{reserved} reserved): lower the pool sizes, or raise max_connections"
+    )
