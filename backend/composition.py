@@ -383,6 +383,7 @@ class RuntimeFactory:
             scope_by_user=memory.scope == "user",
             language=settings.persona.language,
             retry_base_s=memory.retry_base_s,
+            lease_s=memory.lease_s,
         )
         return OverflowWorker(
             jobs=self.jobs,

@@ -168,6 +168,9 @@ class MemorySettings(Strict):
     delete_evicted: bool = False
     prompt_budget_tokens: int = Field(2000, ge=0)
     retry_base_s: float = Field(2.0, gt=0)  # first backoff of a failed summary; doubles, max 300 s
+    # A summarizer job's lease, renewed while it runs: a crashed worker's job is taken over
+    # after at most this long.
+    lease_s: float = Field(30.0, ge=1, le=600)
     auto_summarize: AutoSummarizeSettings = AutoSummarizeSettings()
 
 

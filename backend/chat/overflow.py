@@ -23,6 +23,7 @@ from backend.errors import SessionNotFound, TallyError
 from backend.memory.base import MemoryStore
 from backend.memory.entries import NewEntry, Provenance
 from backend.metrics import SUMMARIZER_RUNS, TOKENS
+from backend.storage.faults import as_storage_fault
 from backend.storage.messages import MessageRepository
 from backend.storage.overflow_jobs import JobKind, OverflowJob, OverflowJobRepository
 
@@ -40,7 +41,8 @@ class OverflowPolicy:
     retries_per_model: int = 3
     retry_base_s: float = 2.0
     retry_max_s: float = 300.0
-    lease_s: float = 300.0  # a crashed worker's job is free again after this
+    lease_s: float = 30.0  # renewed every third of it while a job runs; a crashed worker's
+    # job is free again after this
 
 
 def auto_write_range(
@@ -118,20 +120,58 @@ class OverflowWorker:
         task.add_done_callback(lambda _: self._drains.pop(key, None))
 
     async def _drain(self, tenant_id: str, session_id: str) -> None:
+        faults = 0  # storage faults in a row: the database cannot even record a failure
         try:
             while True:
-                jobs = await self._jobs.active(tenant_id=tenant_id, session_id=session_id)
-                job = jobs[0] if jobs else await self._plan(tenant_id, session_id)
-                if job is None:
-                    return
-                if not await self._run_when_due(job):  # another worker holds it: wait it out
-                    await self._sleep(self._policy.lease_s / 4)
+                try:
+                    jobs = await self._jobs.active(tenant_id=tenant_id, session_id=session_id)
+                    job = jobs[0] if jobs else await self._plan(tenant_id, session_id)
+                    if job is None:
+                        return
+                    if not await self._run_when_due(job):  # another worker holds it
+                        await self._sleep(self._policy.lease_s / 4)
+                    faults = 0
+                except Exception as exc:
+                    fault = as_storage_fault(exc)
+                    if fault is None:
+                        raise
+                    faults += 1
+                    await self._wait_out_fault(tenant_id, session_id, fault, faults)
         except asyncio.CancelledError:
             raise
         except Exception:
             log.exception(
                 "overflow drain failed", extra={"tenant": tenant_id, "session": session_id}
             )
+
+    async def _record_failure(self, job: OverflowJob, error: TallyError) -> None:
+        """Journal the failed attempt (its backoff, and the lease released), waiting out a
+        storage fault that keeps even that from being written; the lease is renewed meanwhile,
+        so no other worker takes the job half-way."""
+        faults = 0
+        while True:
+            try:
+                await self._retry_later(job, error)
+                return
+            except Exception as exc:
+                fault = as_storage_fault(exc)
+                if fault is None:
+                    raise
+                faults += 1
+                await self._wait_out_fault(job.tenant_id, job.session_id, fault, faults)
+
+    async def _wait_out_fault(
+        self, tenant_id: str, session_id: str, fault: TallyError, faults: int
+    ) -> None:
+        """Back off as after a failed summary, before trying the database again."""
+        delay = min(self._policy.retry_base_s * 2 ** (faults - 1), self._policy.retry_max_s)
+        log.warning(
+            "overflow: storage fault (%s); retry in %.1f s",
+            fault.message,
+            delay,
+            extra={"tenant": tenant_id, "session": session_id},
+        )
+        await self._sleep(delay * (0.5 + random.random()))
 
     async def _plan(self, tenant_id: str, session_id: str) -> OverflowJob | None:
         """Journal the job the session's window calls for now, if any."""
@@ -185,16 +225,36 @@ class OverflowWorker:
             tenant_id=job.tenant_id, job_id=job.id, lease_s=self._policy.lease_s
         ):
             return False
-        job = await self._jobs.get(tenant_id=job.tenant_id, job_id=job.id)  # as claimed
+        heartbeat = asyncio.create_task(self._renew_lease(job))
         key = (job.tenant_id, job.session_id)
         self._busy.add(key)
         try:
+            job = await self._jobs.get(tenant_id=job.tenant_id, job_id=job.id)  # as claimed
             await self._advance(job)
-        except TallyError as exc:
-            await self._retry_later(job, exc)
+        except Exception as exc:
+            error = exc if isinstance(exc, TallyError) else as_storage_fault(exc)
+            if error is None:
+                raise
+            await self._record_failure(job, error)
         finally:
+            heartbeat.cancel()
+            await asyncio.gather(heartbeat, return_exceptions=True)
             self._busy.discard(key)
         return True
+
+    async def _renew_lease(self, job: OverflowJob) -> None:
+        """While this worker runs `job`, keep its lease from expiring; a renewal the database
+        refuses is tried again at the next beat (the lease outlives two missed beats)."""
+        while True:
+            await asyncio.sleep(self._policy.lease_s / 3)  # real time: leases are wall-clock
+            try:
+                await self._jobs.renew(
+                    tenant_id=job.tenant_id, job_id=job.id, lease_s=self._policy.lease_s
+                )
+            except Exception as exc:
+                if as_storage_fault(exc) is None:
+                    raise
+                log.warning("overflow job %s: lease not renewed: %s", job.id, exc)
 
     async def _advance(self, job: OverflowJob) -> None:
         if job.status == "pending":

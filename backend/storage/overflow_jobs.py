@@ -163,6 +163,16 @@ class OverflowJobRepository:
             )
             return result.rowcount == 1
 
+    async def renew(self, *, tenant_id: str, job_id: int, lease_s: float) -> None:
+        """Extend the lease of a job this worker runs (its heartbeat)."""
+        await self._set(
+            tenant_id, job_id, leased_until=datetime.now(UTC) + timedelta(seconds=lease_s)
+        )
+
+    async def release(self, *, tenant_id: str, job_id: int) -> None:
+        """Free a job's lease, so the next attempt (here or elsewhere) can claim it at once."""
+        await self._set(tenant_id, job_id, leased_until=None)
+
     async def release_leases(self) -> None:
         """Free every lease: at start-up of the only process (SQLite), any lease belongs to a
         process that is gone."""

@@ -10,7 +10,6 @@ elsewhere), the connection limit is PostgreSQL's own for a role."""
 from __future__ import annotations
 
 import os
-import subprocess
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
@@ -25,7 +24,7 @@ from backend.app import create_app
 from backend.composition import check_settings
 from backend.errors import ConfigError
 from backend.providers.scripted import ScriptedProvider
-from tests.conftest import _reset_postgres, make_settings, serve
+from tests.conftest import _reset_postgres, fill, make_settings, serve
 
 FAULTS = {"injected": 0, "answered_503": 0, "lost": 0, "duplicated": 0}
 
@@ -37,34 +36,6 @@ def figure() -> Iterator[None]:
         f"\nstorage faults: {FAULTS['injected']} injected, {FAULTS['answered_503']} answered 503, "
         f"{FAULTS['lost']} lost, {FAULTS['duplicated']} duplicated"
     )
-
-
-@pytest.fixture
-def small_disk(tmp_path: Path) -> Iterator[Path]:
-    disk = tmp_path / "disk"
-    disk.mkdir()
-    mounted = subprocess.run(
-        ["mount", "-t", "tmpfs", "-o", "size=4m", "tmpfs", str(disk)], capture_output=True
-    )
-    if mounted.returncode != 0:
-        pytest.skip(f"a full disk needs a tmpfs mount (root): {mounted.stderr.decode().strip()}")
-    try:
-        yield disk
-    finally:
-        subprocess.run(["umount", "-l", str(disk)], check=True)
-
-
-def fill(disk: Path) -> Path:
-    """Write until the disk has no byte left; the file to delete to free it."""
-    filler = disk / "filler"
-    with filler.open("wb") as out:
-        try:
-            while True:
-                out.write(b"\0" * 65536)
-                out.flush()
-        except OSError:
-            pass
-    return filler
 
 
 @pytest.fixture
