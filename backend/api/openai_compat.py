@@ -26,19 +26,19 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Coroutine
+from collections.abc import AsyncGenerator, AsyncIterator
 from dataclasses import dataclass
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Header, Request, Response
+from fastapi import APIRouter, Header, Response
 from fastapi.responses import JSONResponse, StreamingResponse
-from fastapi.routing import APIRoute
 from pydantic import TypeAdapter, ValidationError
 
 from backend.api.auth import ChatTenantDep, TenantDep
 from backend.api.chat import IdempotencyKey
 from backend.api.deps import ServicesDep
 from backend.api.errors import error_response
+from backend.api.openai_errors import OpenAIErrorRoute, error_type
 from backend.api.revocation import KeyWatchDep, events_until_revoked, result_unless_revoked
 from backend.api.schemas import (
     AssistantMessageOut,
@@ -77,9 +77,6 @@ SESSION_HEADER = "X-Tally-Session"
 SESSION_ID_HEADER = "X-Tally-Session-Id"
 DATA_URL_PREFIX = "data:"
 
-# OpenAI's error `type` by HTTP status; other 4xx are invalid requests, 5xx server errors.
-ERROR_TYPES = {401: "authentication_error", 403: "permission_error", 429: "rate_limit_error"}
-
 COMPLETIONS_DESCRIPTION = (
     "OpenAI Chat Completions with Tally's memory. The session comes from the X-Tally-Session "
     "header, else the `user` field. Only the newest message is used and it must be a user "
@@ -94,52 +91,6 @@ COMPLETIONS_DESCRIPTION = (
 class BadFacadeRequest(TallyError):
     code = "invalid_request"
     status = 400
-
-
-def error_type(status: int) -> str:
-    return ERROR_TYPES.get(status, "server_error" if status >= 500 else "invalid_request_error")
-
-
-class OpenAIErrorRoute(APIRoute):
-    """Every error of these routes, wherever raised (auth, validation, the turn), is rendered
-    by the app's one error mapping and then gains OpenAI's `type`."""
-
-    def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
-        handle = super().get_route_handler()
-
-        async def handle_with_error_type(request: Request) -> Response:
-            try:
-                response = await handle(request)
-            except Exception as exc:
-                render = _error_handler(request, exc)
-                if render is None:
-                    raise
-                response = await render(request, exc)
-            return _with_error_type(response)
-
-        return handle_with_error_type
-
-
-ErrorHandler = Callable[[Request, Exception], Awaitable[Response]]
-
-
-def _error_handler(request: Request, exc: Exception) -> ErrorHandler | None:
-    """The app's handler for `exc` (all of Tally's are async), looked up as Starlette does."""
-    handlers: dict[Any, ErrorHandler] = request.app.exception_handlers
-    return next((handlers[cls] for cls in type(exc).__mro__ if cls in handlers), None)
-
-
-def _with_error_type(response: Response) -> Response:
-    if response.status_code < 400 or not isinstance(response, JSONResponse):
-        return response
-    body = json.loads(bytes(response.body))
-    if not isinstance(body, dict) or not isinstance(body.get("error"), dict):
-        return response
-    body["error"]["type"] = error_type(response.status_code)
-    kept = {
-        k: v for k, v in response.headers.items() if k not in ("content-length", "content-type")
-    }
-    return JSONResponse(body, status_code=response.status_code, headers=kept)
 
 
 router = APIRouter(prefix="/v1", tags=["openai"], route_class=OpenAIErrorRoute)
