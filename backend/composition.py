@@ -12,8 +12,8 @@ from pathlib import Path
 from typing import Any
 
 from backend.api.auth import DEFAULT_TENANT
+from backend.channels.bot_runner import BotRunner, check_bots
 from backend.channels.context import ChannelServices
-from backend.channels.manager import ChannelManager, check_bots
 from backend.chat.budget import Budget
 from backend.chat.compiler import ModelLimits
 from backend.chat.demo_summarizer import DemoSummarizer
@@ -196,10 +196,10 @@ async def check_settings(settings: Settings) -> None:
 
 
 @asynccontextmanager
-async def run_channels(services: Services) -> AsyncIterator[ChannelManager]:
+async def run_channels(services: Services) -> AsyncIterator[BotRunner]:
     """Start every tenant's bots (from config.yaml and from settings set through the admin
     API); stop them all after."""
-    manager = ChannelManager(
+    bots = BotRunner(
         ChannelServices(
             chat=services.chat,
             sessions=services.sessions,
@@ -213,10 +213,10 @@ async def run_channels(services: Services) -> AsyncIterator[ChannelManager]:
         stored = [t.id for t in await services.tenants.list_all() if not t.is_disabled]
         for tenant_id in dict.fromkeys([DEFAULT_TENANT, *services.settings.tenants, *stored]):
             runtime = await services.runtimes.get(tenant_id)
-            await manager.apply(tenant_id, runtime.settings.channels)
-        yield manager
+            await bots.apply(tenant_id, runtime.settings.channels)
+        yield bots
     finally:
-        await manager.aclose()
+        await bots.aclose()
 
 
 async def _stored_overrides(tenants: TenantRepository, tenant_id: str) -> dict[str, Any]:

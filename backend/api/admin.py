@@ -20,7 +20,7 @@ from backend.api.schemas import (
     TenantPublic,
     TenantUpdate,
 )
-from backend.channels.manager import ChannelManager
+from backend.channels.bot_runner import BotRunner
 from backend.chat.services import Services
 from backend.errors import ConfigError, InvalidInput
 from backend.storage.tenants import ApiKeyRecord, Tenant, TenantNotFound
@@ -64,7 +64,7 @@ def _own_tenant(admin: Principal, tenant_id: str) -> None:
 
 
 async def _check_runtime(
-    services: Services, channels: ChannelManager, tenant_id: str, overrides: dict[str, Any]
+    services: Services, channels: BotRunner, tenant_id: str, overrides: dict[str, Any]
 ) -> None:
     """Refuse settings that are invalid, that the tenant's runtime could not run with, or
     whose bots could not run (a token unset, or another bot's)."""
@@ -75,7 +75,7 @@ async def _check_runtime(
         raise InvalidInput(exc.message, code="invalid_settings") from exc
 
 
-async def _run_bots(services: Services, channels: ChannelManager, tenant: Tenant) -> None:
+async def _run_bots(services: Services, channels: BotRunner, tenant: Tenant) -> None:
     """The tenant's bots as its settings now say: none while it is disabled."""
     services.runtimes.invalidate(tenant.id)
     bots = {} if tenant.is_disabled else (await services.runtimes.get(tenant.id)).settings.channels

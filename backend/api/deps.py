@@ -6,7 +6,7 @@ from typing import Annotated
 
 from fastapi import Depends, Request
 
-from backend.channels.manager import ChannelManager
+from backend.channels.bot_runner import BotRunner
 from backend.chat.services import Services
 
 
@@ -18,9 +18,9 @@ def get_services(request: Request) -> Services:
 ServicesDep = Annotated[Services, Depends(get_services)]
 
 
-def get_channels(request: Request) -> ChannelManager:
-    channels: ChannelManager = request.app.state.channels
+def get_channels(request: Request) -> BotRunner:
+    channels: BotRunner = request.app.state.channels
     return channels
 
 
-ChannelsDep = Annotated[ChannelManager, Depends(get_channels)]
+ChannelsDep = Annotated[BotRunner, Depends(get_channels)]

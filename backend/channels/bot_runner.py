@@ -46,7 +46,7 @@ def check_bots(bots: Iterable[tuple[str, str, ChannelSettings]]) -> list[str]:
     return problems
 
 
-class ChannelManager:
+class BotRunner:
     def __init__(self, services: ChannelServices) -> None:
         self._services = services
         self._running: dict[tuple[str, str], tuple[ChannelSettings, Channel]] = {}
