@@ -5,6 +5,9 @@ import { api } from "./api.js";
 import { h, icon, setAttrs, setText, toast } from "./dom.js";
 import { dayGroup } from "./i18n.js";
 
+/** Sessions of a chat platform's bot, by channel: their badge (a platform's own name). */
+const CHAT_PLATFORMS = { telegram: "Telegram", dingtalk: "DingTalk" };
+
 const PAGE = 50;
 
 /**
@@ -137,6 +140,13 @@ export class SessionList {
     else setText(title, "untitled");
     const href = `#/s/${encodeURIComponent(session.id)}`;
     const link = h("a", { class: "session-link", href, title: session.title || null }, title);
+    const platform = CHAT_PLATFORMS[session.channel];
+    if (platform) {
+      // A bot's chat: read here, answered there.
+      link.prepend(
+        h("span", { class: "channel-badge", dataset: { testid: "channel-badge" } }, platform),
+      );
+    }
     const rename = h(
       "button",
       {

@@ -253,3 +253,23 @@ async def test_sidebar_rename_and_delete_survive_a_list_refresh(
     await expect(items).to_have_count(0)
     listed = (await tally.client.get("/api/chat/sessions")).json()
     assert sorted(s["title"] for s in listed["sessions"]) == ["A slow question", "Alpha, renamed"]
+
+
+async def test_a_bots_chat_is_listed_with_its_platform_badge_and_reads_like_any_session(
+    tally: Tally,
+) -> None:
+    sessions = tally.app.state.services.sessions
+    chat = await sessions.create(
+        tenant_id=TENANT, channel="telegram", title="Ada on Telegram", external_key="tg:42"
+    )
+    await create_session(tally, "A web conversation")
+    page = await tally.open_page("/")
+    items = page.get_by_test_id("session-item")
+    bot_item = items.filter(has_text="Ada on Telegram")
+    await expect(bot_item.get_by_test_id("channel-badge")).to_have_text("Telegram")
+    await expect(
+        items.filter(has_text="A web conversation").get_by_test_id("channel-badge")
+    ).to_have_count(0)
+    await bot_item.get_by_role("link").click()
+    await expect(page).to_have_url(re.compile(f"#/s/{chat.id}$"))
+    await expect(page.get_by_test_id("chat-title")).to_have_text("Ada on Telegram")
