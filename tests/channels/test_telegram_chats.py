@@ -203,6 +203,16 @@ async def test_a_fact_the_model_remembers_is_marked_with_its_chat(
     async with serving_bot(telegram, tmp_path, database_url, provider=provider) as served:
         said = await ask(served, "remember: I keep bees", 1)
         memory = await served.client.get("/api/memory")
+        stored = await served.stored()
+        session = await served.app.state.services.sessions.find(
+            tenant_id="default", channel="telegram", external_key="tg:42"
+        )
+        assert session is not None
+        tools = await served.client.get(f"/api/chat/sessions/{session.id}/tool-conversations")
     (entry,) = memory.json()["entries"]
     assert said == "Noted."
+    # Stored as a web turn is: the user's message and the final reply; the call apart.
+    assert stored == [("user", "remember: I keep bees"), ("assistant", "Noted.")]
+    (call,) = tools.json()["tool_conversations"]
+    assert call["tool_name"] == "memory_write"
     assert (entry["source"], entry["content"]) == ("telegram:tg:42", "Ada keeps bees")
