@@ -13,6 +13,7 @@ import asyncio
 import contextlib
 import logging
 import os
+import signal
 import sys
 import threading
 from collections.abc import Callable, Coroutine, Iterator
@@ -229,7 +230,16 @@ class _EventLoopThread:
         )
 
     def __enter__(self) -> Self:
-        self._thread.start()
+        # Ctrl-C must reach the main thread, blocked in input(): the kernel gives a process's
+        # SIGINT to any thread not blocking it, and then readline would wait on for a key. The
+        # loop thread, and every thread it starts (aiosqlite's, executors'), inherit the block.
+        blocks = hasattr(signal, "pthread_sigmask")
+        previous = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT}) if blocks else None
+        try:
+            self._thread.start()
+        finally:
+            if previous is not None:
+                signal.pthread_sigmask(signal.SIG_SETMASK, previous)
         return self
 
     def __exit__(

@@ -8,6 +8,7 @@ Importing this module skips the importing test module when Chromium or Playwrigh
 from __future__ import annotations
 
 import importlib.util
+import weakref
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
@@ -121,8 +122,13 @@ class Tally:
         return path
 
 
+# Replies each page showed when a message was last sent from it: the next reply is the one after.
+_REPLIES_BEFORE_SEND: weakref.WeakKeyDictionary[Page, int] = weakref.WeakKeyDictionary()
+
+
 async def send(page: Page, text: str) -> None:
     """Type into the message box and press Enter, as a reader would."""
+    _REPLIES_BEFORE_SEND[page] = await page.get_by_test_id("assistant-message").count()
     box = page.get_by_test_id("input")
     await box.fill(text)
     await box.press("Enter")
@@ -133,6 +139,11 @@ def last_reply(page: Page) -> Locator:
 
 
 async def wait_for_reply(page: Page, status: str = "complete") -> None:
+    """Until the reply to the message sent last is shown with `status` (the previous reply,
+    still last until the new one appears, does not count)."""
+    shown = _REPLIES_BEFORE_SEND.get(page)
+    if shown is not None:
+        await expect(page.get_by_test_id("assistant-message").nth(shown)).to_be_attached()
     await expect(last_reply(page)).to_have_attribute("data-status", status)
 
 
