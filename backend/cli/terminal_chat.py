@@ -13,7 +13,6 @@ import asyncio
 import contextlib
 import logging
 import os
-import signal
 import sys
 import threading
 from collections.abc import Callable, Coroutine, Iterator
@@ -230,16 +229,7 @@ class _EventLoopThread:
         )
 
     def __enter__(self) -> Self:
-        # Ctrl-C must reach the main thread, blocked in input(): the kernel gives a process's
-        # SIGINT to any thread not blocking it, and then readline would wait on for a key. The
-        # loop thread, and every thread it starts (aiosqlite's, executors'), inherit the block.
-        blocks = hasattr(signal, "pthread_sigmask")
-        previous = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT}) if blocks else None
-        try:
-            self._thread.start()
-        finally:
-            if previous is not None:
-                signal.pthread_sigmask(signal.SIG_SETMASK, previous)
+        self._thread.start()
         return self
 
     def __exit__(

@@ -122,13 +122,18 @@ class Tally:
         return path
 
 
-# Replies each page showed when a message was last sent from it: the next reply is the one after.
-_REPLIES_BEFORE_SEND: weakref.WeakKeyDictionary[Page, int] = weakref.WeakKeyDictionary()
+# The turn of each page's last reply when a message was last sent from it: the reply to that
+# message is the first with another turn.
+_LAST_TURN_BEFORE_SEND: weakref.WeakKeyDictionary[Page, str] = weakref.WeakKeyDictionary()
 
 
 async def send(page: Page, text: str) -> None:
     """Type into the message box and press Enter, as a reader would."""
-    _REPLIES_BEFORE_SEND[page] = await page.get_by_test_id("assistant-message").count()
+    replies = page.get_by_test_id("assistant-message")
+    if await replies.count():
+        _LAST_TURN_BEFORE_SEND[page] = await replies.last.get_attribute("data-turn-id") or ""
+    else:
+        _LAST_TURN_BEFORE_SEND.pop(page, None)
     box = page.get_by_test_id("input")
     await box.fill(text)
     await box.press("Enter")
@@ -141,10 +146,12 @@ def last_reply(page: Page) -> Locator:
 async def wait_for_reply(page: Page, status: str = "complete") -> None:
     """Until the reply to the message sent last is shown with `status` (the previous reply,
     still last until the new one appears, does not count)."""
-    shown = _REPLIES_BEFORE_SEND.get(page)
-    if shown is not None:
-        await expect(page.get_by_test_id("assistant-message").nth(shown)).to_be_attached()
-    await expect(last_reply(page)).to_have_attribute("data-status", status)
+    previous = _LAST_TURN_BEFORE_SEND.get(page)
+    if previous:
+        await expect(last_reply(page)).not_to_have_attribute(
+            "data-turn-id", previous, timeout=TIMEOUT_MS
+        )
+    await expect(last_reply(page)).to_have_attribute("data-status", status, timeout=TIMEOUT_MS)
 
 
 @asynccontextmanager

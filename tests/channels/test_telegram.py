@@ -122,3 +122,20 @@ async def test_flood_control_retry_after_is_waited_out(
         telegram.push_update(TOKEN, telegram.user_message("busy?"))
         (reply,) = await served.sent(1)
     assert reply.text == "Hello from Tally."
+
+
+async def test_an_update_delivered_while_the_bot_connects_is_answered_once(
+    telegram: FakeTelegramServer, tmp_path: Path, database_url: str
+) -> None:
+    telegram.fail_next("setWebhook", HttpError(500, "Internal Server Error"))  # connect retries
+    bot = bot_settings(telegram, mode="webhook")
+    slow = ScriptedProvider(delay_s=0.05)  # still writing when the connect succeeds, 1 s on
+    slow.push("word " * 60, "Hello from Tally.")
+    async with serving_bot(telegram, tmp_path, database_url, bot=bot, provider=slow) as served:
+        early = await served.deliver(telegram.user_message("are you there yet?"))
+        (reply,) = await served.sent(1)
+        await served.app.state.channels.get("default", "tg").settle()
+        await served.deliver(telegram.user_message("and now?"))
+        await served.sent(2)
+    assert early.status_code == 200 and reply.text.split() == ["word"] * 60
+    assert [m.text for m in telegram.sent(42, "sendMessage")][1:] == ["Hello from Tally."]

@@ -32,6 +32,7 @@ from backend.channels.telegram.inbound import Command, read_message
 from backend.channels.telegram.outbound import Outbox
 from backend.channels.telegram.turns import TelegramTurns
 from backend.metrics import CHANNEL_EVENTS
+from backend.storage.channel_updates import ChannelUpdate
 
 log = logging.getLogger(__name__)
 
@@ -74,6 +75,7 @@ class TelegramChannel:
         self._runner: asyncio.Task[None] | None = None
         self._tasks: set[asyncio.Task[None]] = set()
         self._chat_locks: dict[int, asyncio.Lock] = {}
+        self._connected = asyncio.Event()
 
     @property
     def bot(self) -> Bot:
@@ -82,7 +84,11 @@ class TelegramChannel:
     # ---- lifecycle ------------------------------------------------------------------------
 
     async def start(self) -> None:
-        self._runner = asyncio.create_task(self._run(), name=f"telegram {self.name}")
+        # Read before any update can arrive: one that arrives meanwhile is in hand, not unanswered.
+        unanswered = await self._services.updates.unanswered(
+            tenant_id=self.tenant_id, bot=self.name
+        )
+        self._runner = asyncio.create_task(self._run(unanswered), name=f"telegram {self.name}")
 
     async def stop(self) -> None:
         if self._runner is not None:
@@ -103,11 +109,10 @@ class TelegramChannel:
         while self._tasks:
             await asyncio.gather(*list(self._tasks), return_exceptions=True)
 
-    async def _run(self) -> None:
+    async def _run(self, unanswered: list[ChannelUpdate]) -> None:
         await self._with_retries("connect", self._connect)
-        for update in await self._services.updates.unanswered(
-            tenant_id=self.tenant_id, bot=self.name
-        ):
+        self._connected.set()
+        for update in unanswered:  # a previous process stored them, then stopped
             self._schedule(update.payload, update.chunks_sent)
         if self.settings.mode == "polling":
             await self._poll()
@@ -194,6 +199,7 @@ class TelegramChannel:
 
     async def _answer(self, payload: dict[str, Any], chunks_sent: int) -> None:
         platform_id = str(payload["update_id"])
+        await self._connected.wait()  # a webhook may deliver before getMe told us who we are
         try:
             outcome = await self._handle(payload, chunks_sent, platform_id)
             error = None
