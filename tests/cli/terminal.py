@@ -18,6 +18,7 @@ import struct
 import sys
 import termios
 import time
+from pathlib import Path
 from types import TracebackType
 from typing import Self
 
@@ -70,6 +71,20 @@ class Terminal:
                 return self.screen[: found.end()]
             if not self._read(deadline):
                 raise AssertionError(f"{text!r} never appeared; the screen:\n{self.screen}")
+
+    def wait_reading(self, *, timeout: float = DEADLINE_S) -> None:
+        """Until the process waits for a key: its main thread blocked in readline's select().
+        CPython's readline notices a SIGINT only while it waits, so a Ctrl-C sent in the
+        instant after the prompt was drawn (or a key echoed) would go unseen until the next
+        key; a person cannot type that fast, a test can. Without /proc, returns at once."""
+        wchan = Path(f"/proc/{self.pid}/wchan")
+        if not wchan.exists():
+            return
+        deadline = time.monotonic() + timeout
+        while not any(word in wchan.read_text() for word in ("poll_schedule", "select")):
+            if time.monotonic() > deadline:
+                raise AssertionError(f"never waited for a key; the screen:\n{self.screen}")
+            select.select([], [], [], 0.01)
 
     def wait_exit(self, *, timeout: float = DEADLINE_S) -> int:
         """Read until the process closes the terminal and has exited; its exit code."""

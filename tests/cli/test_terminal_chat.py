@@ -58,6 +58,7 @@ def test_ctrl_c_at_the_prompt_quits_without_enter(tmp_path: Path) -> None:
         terminal.expect("you> ")
         terminal.send("half a line")  # typed, never sent
         terminal.expect("half a line")
+        terminal.wait_reading()
         terminal.send(CTRL_C)
         assert terminal.wait_exit() in (0, 130)
     assert "Traceback" not in terminal.screen
@@ -116,6 +117,7 @@ def test_ctrl_c_during_a_reply_cancels_it_and_keeps_the_words_shown(
         terminal.send("and now?\r")
         terminal.expect("ok: and now?")  # the fake server's default reply
         terminal.expect("you> ")
+        terminal.wait_reading()
         terminal.send(CTRL_C)
         assert terminal.wait_exit() in (0, 130)
     found = SESSION_ID.search(banner)
