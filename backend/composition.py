@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from backend.api.auth import DEFAULT_TENANT
+from backend.channel_settings import ChannelSettings
 from backend.channels.bot_runner import BotRunner, check_bots
 from backend.channels.context import ChannelServices
 from backend.chat.budget import Budget
@@ -165,14 +166,14 @@ async def build_services(
         await database.dispose()
 
 
-async def check_settings(settings: Settings) -> None:
+async def check_settings(settings: Settings) -> list[tuple[str, str, ChannelSettings]]:
     """Build (and close) every configured tenant's runtime as serving would, and check that
     the PostgreSQL pools fit the server, so `tally serve` refuses a config that cannot work
     before it listens and `tally doctor` reports it: ConfigError naming the file, the key path
-    and the reason."""
+    and the reason. The bots the file sets up: (tenant, name, settings)."""
     database = open_database(settings.database)
     factory = RuntimeFactory.for_database(settings, database)
-    bots = []
+    bots: list[tuple[str, str, ChannelSettings]] = []
     try:
         for tenant_id in (DEFAULT_TENANT, *settings.tenants):
             prefix = "" if tenant_id == DEFAULT_TENANT else f"tenants.{tenant_id}."
@@ -193,6 +194,7 @@ async def check_settings(settings: Settings) -> None:
             raise ConfigError(describe_problems(settings.source, problems))
     finally:
         await database.dispose()
+    return bots
 
 
 @asynccontextmanager

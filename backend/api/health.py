@@ -47,7 +47,7 @@ async def health(
             await conn.execute(text("SELECT 1"))
     except (SQLAlchemyError, OSError) as exc:
         fault = as_storage_fault(exc)
-        database_problem = fault.message if fault else f"{type(exc).__name__}"
+        database_problem = fault.message if fault else type(exc).__name__
     if database_problem is not None:  # unreachable, or reads work but writes fail
         database = "unavailable"
         response.headers["Retry-After"] = str(round(StorageUnavailable.retry_after))

@@ -19,30 +19,34 @@ TenantBots = dict[str, ChannelSettings]
 WEBHOOK_SECRET = re.compile(r"[A-Za-z0-9_-]{1,256}")
 
 
+def bot_key_path(tenant_id: str, name: str) -> str:
+    """Where config.yaml sets a bot up: `channels.<name>`, or `tenants.<id>.channels.<name>`."""
+    prefix = "" if tenant_id == "default" else f"tenants.{tenant_id}."
+    return f"{prefix}channels.{name}"
+
+
 def check_bots(bots: Iterable[tuple[str, str, ChannelSettings]]) -> list[str]:
     """Problems with a set of (tenant, bot name, settings): a token variable that is not set,
     or one bot token configured twice (two processes would steal each other's updates)."""
     problems: list[str] = []
     seen: dict[str, str] = {}
     for tenant_id, name, settings in bots:
-        where = "channels" if tenant_id == "default" else f"tenants.{tenant_id}.channels"
+        where = bot_key_path(tenant_id, name)
         token = settings.token()
         if not token:
-            problems.append(f"{where}.{name}.token_env: {settings.token_env} is not set")
+            problems.append(f"{where}.token_env: {settings.token_env} is not set")
             continue
         secret = settings.webhook_secret()
         if settings.mode == "webhook" and not secret:
-            problems.append(
-                f"{where}.{name}.webhook_secret_env: {settings.webhook_secret_env} is not set"
-            )
+            problems.append(f"{where}.webhook_secret_env: {settings.webhook_secret_env} is not set")
         elif secret and not WEBHOOK_SECRET.fullmatch(secret):
             problems.append(
-                f"{where}.{name}.webhook_secret_env: Telegram takes 1-256 characters of "
+                f"{where}.webhook_secret_env: Telegram takes 1-256 characters of "
                 "A-Z, a-z, 0-9, _ and - as a secret"
             )
         if token in seen:
-            problems.append(f"{where}.{name}: the same bot token as {seen[token]}")
-        seen.setdefault(token, f"{where}.{name}")
+            problems.append(f"{where}: the same bot token as {seen[token]}")
+        seen.setdefault(token, where)
     return problems
 
 

@@ -13,6 +13,7 @@ from sqlalchemy import text
 from sqlalchemy.exc import SQLAlchemyError
 
 from backend.channel_settings import ChannelSettings
+from backend.channels.bot_runner import bot_key_path
 from backend.channels.registry import WHOAMI
 from backend.composition import check_settings
 from backend.domain.events import TextDelta
@@ -20,7 +21,7 @@ from backend.domain.requests import ChatRequest, RequestMessage
 from backend.errors import TallyError
 from backend.model_choice import choose_provider
 from backend.providers.base import ChatProvider
-from backend.settings import Settings, load_settings, tenant_settings
+from backend.settings import Settings, load_settings
 from backend.storage.database import open_database
 from backend.storage.migrate import migrate
 
@@ -36,7 +37,7 @@ def _report(outcome: Outcome, name: str, detail: str = "", fix: str = "") -> boo
 async def run_doctor(config: Path | None, *, is_offline: bool) -> int:
     try:
         settings = load_settings(config)
-        await check_settings(settings)
+        bots = await check_settings(settings)
     except TallyError as exc:
         _report("FAIL", "config", exc.message, "correct the key named above")
         return 1
@@ -45,7 +46,10 @@ async def run_doctor(config: Path | None, *, is_offline: bool) -> int:
     checks = [
         await _check_database(settings),
         await _check_provider(settings, is_offline=is_offline),
-        *[await _check_bot(where, bot, is_offline=is_offline) for where, bot in _bots(settings)],
+        *[
+            await _check_bot(bot_key_path(tenant_id, name), bot, is_offline=is_offline)
+            for tenant_id, name, bot in bots
+        ],
     ]
     return 0 if all(checks) else 1
 
@@ -89,15 +93,6 @@ async def _check_provider(settings: Settings, *, is_offline: bool) -> bool:
     finally:
         await provider.aclose()
     return _report("ok", f"provider {model.provider}", f"{model.name} answered")
-
-
-def _bots(settings: Settings) -> list[tuple[str, ChannelSettings]]:
-    """Every bot config.yaml sets up, by its key path."""
-    found = [(f"channels.{name}", bot) for name, bot in settings.channels.items()]
-    for tenant_id in settings.tenants:
-        effective = tenant_settings(settings, tenant_id, settings.tenants[tenant_id])
-        found += [(f"tenants.{tenant_id}.channels.{n}", b) for n, b in effective.channels.items()]
-    return found
 
 
 async def _check_bot(where: str, bot: ChannelSettings, *, is_offline: bool) -> bool:
