@@ -7,10 +7,15 @@ rows of config (`channels:`), built by kind from `CHANNEL_KINDS` in `channels/re
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Protocol
+
+from backend.metrics import CHANNEL_EVENTS
+
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -42,11 +47,13 @@ class WebhookAnswer:
     body: dict[str, object]
 
 
+def error_body(code: str, message: str) -> dict[str, object]:
+    return {"error": {"code": code, "message": message}}
+
+
 # What the webhook route answers for a bot that does not exist or takes no webhooks: the same,
 # so an outsider learns nothing about which tenants and bots there are.
-NO_SUCH_BOT = WebhookAnswer(
-    404, {"error": {"code": "not_found", "message": "there is no such bot"}}
-)
+NO_SUCH_BOT = WebhookAnswer(404, error_body("not_found", "there is no such bot"))
 
 
 class Channel(Protocol):
@@ -65,3 +72,23 @@ class Channel(Protocol):
 
     async def send(self, chat: str, text: str) -> None:
         """Send `text` (Markdown) to a chat of this bot."""
+
+
+def note_failure(
+    status: ChannelStatus, what: str, error: BaseException, *, connection_lost: bool
+) -> None:
+    """A platform call that failed (`what`: connect, poll, reply...), shown in the bot's status,
+    counted and logged; `connection_lost` when the bot no longer hears the platform."""
+    if connection_lost:
+        status.is_connected = False
+    status.last_error = f"{what}: {type(error).__name__}: {error}"
+    status.last_error_at = datetime.now(UTC)
+    CHANNEL_EVENTS.labels(status.tenant_id, status.bot, "error").inc()
+    log.warning(
+        "%s %s: %s failed: %s",
+        status.kind,
+        status.bot,
+        what,
+        error,
+        extra={"tenant": status.tenant_id},
+    )

@@ -1,17 +1,22 @@
 """The commands a chat user sends a bot (`/new`, `/stop`, `/summary`, `/memory`, `/forget`),
 the same on every platform: each reads or changes this chat's session and memory, and says
-what it did. A platform renders the reply (and `/forget`'s choices, as buttons or a list)."""
+what it did. A platform renders the reply (and `/forget`'s choices, as buttons or a numbered
+list answered with `/forget <n>`). Also what a platform's message asks of a bot: a command, a
+turn, or nothing, and who may ask (`allow_from`)."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from backend.channels.context import ChannelServices
 from backend.memory.base import MemoryEntryNotFound
 from backend.memory.entries import MemoryEntry
 
+COMMANDS = ("start", "help", "new", "stop", "summary", "memory", "forget")
 FORGET_CHOICES = 10
 FORGET_PREFIX = "forget:"
+FORGOTTEN = "Forgotten."
 HELP = (
     "I am {persona}, a chat assistant that remembers: older turns of our conversation are "
     "summarized into memory.\n\n"
@@ -30,6 +35,30 @@ DESCRIPTIONS = {
     "forget": "Remove something I remember",
     "help": "What I can do",
 }
+
+
+@dataclass(frozen=True, slots=True)
+class Command:
+    name: str  # one of COMMANDS, or another word (answered with the help)
+    argument: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Ask:
+    text: str  # the message without the bot's @mention
+
+
+Request = Command | Ask | None  # None: ignore the message
+
+
+def is_allowed(names: Iterable[str], allow_from: list[str]) -> bool:
+    """Whether a sender known by `names` (ids, usernames) may talk to the bot. `allow_from`
+    names them, with or without @; ["*"] lets anyone in and an empty list nobody: a bot is
+    closed until its operator opens it."""
+    if "*" in allow_from:
+        return True
+    wanted = {entry.strip().removeprefix("@").casefold() for entry in allow_from}
+    return any(name.casefold() in wanted for name in names if name)
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,14 +87,16 @@ class Commands:
     def __init__(self, services: ChannelServices) -> None:
         self._services = services
 
-    async def run(self, name: str, chat: ChatRef) -> CommandReply:
+    async def run(self, command: Command, chat: ChatRef) -> CommandReply:
+        if command.name == "forget" and command.argument:
+            return await self._forget_numbered(command.argument, chat)
         handler = {
             "new": self._new,
             "stop": self._stop,
             "summary": self._summary,
             "memory": self._memory,
             "forget": self._forget,
-        }.get(name)
+        }.get(command.name)
         if handler is None:  # /start, /help, and any word we do not know
             return await self._help(chat)
         return await handler(chat)
@@ -74,14 +105,26 @@ class Commands:
         """A choice pressed: `/forget`'s entry to remove."""
         if not data.startswith(FORGET_PREFIX):
             return "That button is no longer in use."
+        return await self._delete(data[len(FORGET_PREFIX) :], chat)
+
+    async def _forget_numbered(self, argument: str, chat: ChatRef) -> CommandReply:
+        """`/forget <n>`: the n-th entry `/forget` lists, for platforms without buttons."""
+        entries = await self._recent(chat, limit=FORGET_CHOICES)
+        if not argument.isdigit() or not 1 <= int(argument) <= len(entries):
+            return CommandReply("Send /forget to see what I remember, then /forget <number>.")
+        entry = entries[int(argument) - 1]
+        said = await self._delete(entry.id, chat)
+        return CommandReply(f"{said} ({_short(entry.content)})" if said == FORGOTTEN else said)
+
+    async def _delete(self, entry_id: str, chat: ChatRef) -> str:
         scope = await self._services.memory_scope(chat.tenant_id, chat.user_key)
         try:
             await self._services.memory.delete(
-                tenant_id=chat.tenant_id, scope_key=scope, entry_id=data[len(FORGET_PREFIX) :]
+                tenant_id=chat.tenant_id, scope_key=scope, entry_id=entry_id
             )
         except MemoryEntryNotFound:
             return "That is no longer in memory."
-        return "Forgotten."
+        return FORGOTTEN
 
     async def _help(self, chat: ChatRef) -> CommandReply:
         runtime = await self._services.runtimes.get(chat.tenant_id)

@@ -1,10 +1,9 @@
 """One tenant's Telegram bot, on `python-telegram-bot`'s `Bot` (the Bot API client).
 
-An update Telegram was told we have is never lost: it is recorded (deduplicated by bot and
-`update_id`) before the webhook answers 200 or the polling offset moves past it, then answered
-in the background; after a crash, recorded but unanswered updates are answered at start, once
-(the message id is the turn's idempotency key, and the reply's chunks already sent are
-counted). Messages of one chat are answered in order; commands do not wait behind a reply.
+An update Telegram was told we have is never lost: it is kept in the bot's `Inbox` (by
+`update_id`) before the webhook answers 200 or the polling offset moves past it, and answered
+once, after a crash too. Messages of one chat are answered in order; commands do not wait
+behind a reply.
 """
 
 from __future__ import annotations
@@ -14,9 +13,7 @@ import contextlib
 import functools
 import hmac
 import json
-import logging
 from collections.abc import Awaitable, Callable
-from datetime import UTC, datetime
 from typing import Any
 
 from telegram import Bot, BotCommand, InlineKeyboardButton, InlineKeyboardMarkup, Message, Update
@@ -24,23 +21,29 @@ from telegram.error import TelegramError
 from telegram.request import HTTPXRequest
 
 from backend.channel_settings import TelegramBotSettings
-from backend.channels.base import NO_SUCH_BOT, ChannelStatus, WebhookAnswer, WebhookCall
-from backend.channels.commands import DESCRIPTIONS, ChatRef, CommandReply, Commands
+from backend.channels.base import (
+    NO_SUCH_BOT,
+    ChannelStatus,
+    WebhookAnswer,
+    WebhookCall,
+    error_body,
+    note_failure,
+)
+from backend.channels.commands import DESCRIPTIONS, ChatRef, Command, CommandReply, Commands
 from backend.channels.context import ChannelServices
+from backend.channels.inbox import Inbox
 from backend.channels.telegram.format import telegram_chunks
-from backend.channels.telegram.inbound import Command, read_message
+from backend.channels.telegram.inbound import read_message
 from backend.channels.telegram.outbound import Outbox
 from backend.channels.telegram.turns import TelegramTurns
+from backend.channels.turns import ChannelTurns
 from backend.metrics import CHANNEL_EVENTS
-from backend.storage.channel_updates import ChannelUpdate
-
-log = logging.getLogger(__name__)
+from backend.storage.channel_updates import ChannelUpdate, Finished
 
 CHANNEL = "telegram"
 ALLOWED_UPDATES = ("message", "callback_query")
 RETRY_FIRST_S = 1.0
 RETRY_MAX_S = 60.0
-STOP_GRACE_S = 10.0
 
 
 class TelegramChannel:
@@ -67,15 +70,19 @@ class TelegramChannel:
                 connect_timeout=10, read_timeout=settings.poll_timeout_s + 15
             ),
         )
-        self._services = services
         self._sleep = sleep
         self._outbox = Outbox(self._bot, sleep=sleep)
         self._commands = Commands(services)
-        self._turns = TelegramTurns(self, services, self._outbox)
+        turns = ChannelTurns(services, kind=CHANNEL, bot=name)
+        self._turns = TelegramTurns(self, turns, self._outbox)
+        self._inbox = Inbox(
+            status=self.status,
+            services=services,
+            handle=self._handle,
+            platform_errors=(TelegramError, OSError),
+            on_error=self._failed,
+        )
         self._runner: asyncio.Task[None] | None = None
-        self._tasks: set[asyncio.Task[None]] = set()
-        self._chat_locks: dict[int, asyncio.Lock] = {}
-        self._connected = asyncio.Event()
 
     @property
     def bot(self) -> Bot:
@@ -84,10 +91,7 @@ class TelegramChannel:
     # ---- lifecycle ------------------------------------------------------------------------
 
     async def start(self) -> None:
-        # Read before any update can arrive: one that arrives meanwhile is in hand, not unanswered.
-        unanswered = await self._services.updates.unanswered(
-            tenant_id=self.tenant_id, bot=self.name
-        )
+        unanswered = await self._inbox.unanswered()
         self._runner = asyncio.create_task(self._run(unanswered), name=f"telegram {self.name}")
 
     async def stop(self) -> None:
@@ -95,25 +99,18 @@ class TelegramChannel:
             self._runner.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._runner
-        if self._tasks:  # replies in hand get a moment; unfinished ones resume at next start
-            _, pending = await asyncio.wait(self._tasks, timeout=STOP_GRACE_S)
-            for task in pending:
-                task.cancel()
-            await asyncio.gather(*pending, return_exceptions=True)
+        await self._inbox.close()
         self.status.is_connected = False
         with contextlib.suppress(TelegramError, RuntimeError):
             await self._bot.shutdown()
 
     async def settle(self) -> None:
         """Until every update in hand is answered (tests, and a graceful stop)."""
-        while self._tasks:
-            await asyncio.gather(*list(self._tasks), return_exceptions=True)
+        await self._inbox.settle()
 
     async def _run(self, unanswered: list[ChannelUpdate]) -> None:
         await self._with_retries("connect", self._connect)
-        self._connected.set()
-        for update in unanswered:  # a previous process stored them, then stopped
-            self._schedule(update.payload, update.chunks_sent)
+        self._inbox.open(unanswered)  # answers wait for getMe: it tells us who we are
         if self.settings.mode == "polling":
             await self._poll()
 
@@ -139,7 +136,7 @@ class TelegramChannel:
                 "poll", functools.partial(self._updates_from, offset)
             )
             for update in updates:  # kept before the next call's offset confirms them
-                await self._intake(update.to_dict())
+                await self._inbox.keep(str(update.update_id), update.to_dict())
             if updates:
                 offset = updates[-1].update_id + 1
 
@@ -170,54 +167,19 @@ class TelegramChannel:
         if self.settings.mode != "webhook" or not expected:
             return NO_SUCH_BOT
         if not hmac.compare_digest(offered.encode(), expected.encode()):
-            return WebhookAnswer(401, _error("unauthorized", "wrong or missing secret token"))
+            return WebhookAnswer(401, error_body("unauthorized", "wrong or missing secret token"))
         try:
             payload = json.loads(call.body)
         except (ValueError, UnicodeDecodeError):
-            return WebhookAnswer(400, _error("invalid_json", "the update is not JSON"))
+            return WebhookAnswer(400, error_body("invalid_json", "the update is not JSON"))
         if not isinstance(payload, dict) or not isinstance(payload.get("update_id"), int):
-            return WebhookAnswer(400, _error("invalid_update", "an update needs an update_id"))
-        await self._intake(payload)
+            return WebhookAnswer(400, error_body("invalid_update", "an update needs an update_id"))
+        await self._inbox.keep(str(payload["update_id"]), payload)
         return WebhookAnswer(200, {"ok": True})
 
-    async def _intake(self, payload: dict[str, Any]) -> None:
-        is_new = await self._services.updates.record(
-            tenant_id=self.tenant_id,
-            bot=self.name,
-            platform_id=str(payload["update_id"]),
-            payload=payload,
-        )
-        self.status.last_update_at = datetime.now(UTC)
-        CHANNEL_EVENTS.labels(self.tenant_id, self.name, "update").inc()
-        if is_new:  # a duplicate was answered (or is being answered) already
-            self._schedule(payload, 0)
-
-    def _schedule(self, payload: dict[str, Any], chunks_sent: int) -> None:
-        task = asyncio.create_task(self._answer(payload, chunks_sent))
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
-
-    async def _answer(self, payload: dict[str, Any], chunks_sent: int) -> None:
-        platform_id = str(payload["update_id"])
-        await self._connected.wait()  # a webhook may deliver before getMe told us who we are
-        try:
-            outcome = await self._handle(payload, chunks_sent, platform_id)
-            error = None
-        except (TelegramError, OSError) as exc:
-            self._failed("reply", exc)
-            outcome, error = "failed", f"{type(exc).__name__}: {exc}"
-        except Exception as exc:  # logged with the update, never lost silently
-            log.exception("telegram %s: update %s failed", self.name, platform_id)
-            outcome, error = "failed", f"{type(exc).__name__}: {exc}"
-        await self._services.updates.finish(
-            tenant_id=self.tenant_id,
-            bot=self.name,
-            platform_id=platform_id,
-            status=outcome,
-            error=error,
-        )
-
-    async def _handle(self, payload: dict[str, Any], chunks_sent: int, platform_id: str) -> Any:
+    async def _handle(
+        self, platform_id: str, payload: dict[str, Any], chunks_sent: int
+    ) -> Finished:
         update = Update.de_json(payload, self._bot)
         if update.callback_query is not None:
             await self._press(update)
@@ -232,9 +194,9 @@ class TelegramChannel:
             return "ignored"
         chat = self.chat_ref(message)
         if isinstance(request, Command):
-            await self.reply(message.chat_id, await self._commands.run(request.name, chat))
+            await self.reply(message.chat_id, await self._commands.run(request, chat))
             return "answered"
-        async with self._chat_locks.setdefault(message.chat_id, asyncio.Lock()):
+        async with self._inbox.chat_lock(str(message.chat_id)):
             await self._turns.answer(message, request, chat, platform_id, chunks_sent)
         return "answered"
 
@@ -284,18 +246,8 @@ class TelegramChannel:
         return f"{self.name}:{chat_id}"
 
     def _failed(self, what: str, error: BaseException) -> None:
-        self.status.is_connected = what not in ("connect", "poll")
-        self.status.last_error = f"{what}: {type(error).__name__}: {error}"
-        self.status.last_error_at = datetime.now(UTC)
-        CHANNEL_EVENTS.labels(self.tenant_id, self.name, "error").inc()
-        log.warning(
-            "telegram %s: %s failed: %s", self.name, what, error, extra={"tenant": self.tenant_id}
-        )
+        note_failure(self.status, what, error, connection_lost=what in ("connect", "poll"))
 
 
 def _user_key(user_id: int) -> str:
     return f"telegram:{user_id}"
-
-
-def _error(code: str, message: str) -> dict[str, object]:
-    return {"error": {"code": code, "message": message}}

@@ -3,34 +3,19 @@ to it), a command, or a turn, with the text the model should see."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from telegram import Chat, Message, MessageEntity
 
 from backend.channel_settings import TelegramBotSettings
-
-COMMANDS = ("start", "help", "new", "stop", "summary", "memory", "forget")
-
-
-@dataclass(frozen=True, slots=True)
-class Command:
-    name: str  # one of COMMANDS, or another word (answered with the help)
-    argument: str
-
-
-@dataclass(frozen=True, slots=True)
-class Ask:
-    text: str  # the message without the bot's @mention
-
-
-Request = Command | Ask | None  # None: ignore the message
+from backend.channels.commands import Ask, Command, Request, is_allowed
 
 
 def read_message(
     message: Message, settings: TelegramBotSettings, *, bot_id: int, bot_username: str
 ) -> Request:
     """What `message` asks, under the bot's `allow_from` and `group_policy`."""
-    if not is_allowed(message, settings.allow_from):
+    sender = message.from_user
+    names = () if sender is None else (str(sender.id), sender.username or "")
+    if not is_allowed(names, settings.allow_from):
         return None
     text = message.text if message.text is not None else (message.caption or "")
     command = _command(message, text, bot_username)
@@ -44,21 +29,6 @@ def read_message(
     if not cleaned and not message.photo:
         return None
     return Ask(cleaned)
-
-
-def is_allowed(message: Message, allow_from: list[str]) -> bool:
-    """`allow_from` names user ids or usernames (with or without @); ["*"] lets anyone in and
-    an empty list nobody: a bot is closed until its operator opens it."""
-    if "*" in allow_from:
-        return True
-    sender = message.from_user
-    if sender is None:
-        return False
-    names = {str(sender.id)}
-    if sender.username:
-        names.add(sender.username.casefold())
-    wanted = {entry.strip().removeprefix("@").casefold() for entry in allow_from}
-    return bool(names & wanted)
 
 
 def _command(message: Message, text: str, bot_username: str) -> Command | None:

@@ -1,0 +1,93 @@
+"""A chat message that asks for a turn, on any platform: the turn through the chat service (the
+platform's message id is its idempotency key, so a message delivered again is not asked twice),
+the platform's "working…" sign while the model works, and the reply sent in chunks, counted as
+they go so a restart sends only the rest. A turn that did not answer says so in the chat."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from contextlib import AbstractAsyncContextManager
+from typing import Generic, Protocol, TypeVar
+
+from backend.channels.context import ChannelServices
+from backend.domain.events import TurnCompleted
+from backend.domain.inbound import InboundMessage
+from backend.errors import TallyError
+from backend.metrics import CHANNEL_EVENTS
+
+log = logging.getLogger(__name__)
+
+Chunk = TypeVar("Chunk")  # one message as the platform sends it
+
+TITLE_CHARS = 60  # of a new session's title: the first line of its first message
+
+# Refusals whose own words tell the user what to do; any other is named by its code.
+SAID_AS_IS = ("rate_limited", "token_quota_exceeded", "message_too_long", "photo_unavailable")
+
+
+def title_for(text: str) -> str:
+    return text.split("\n", 1)[0][:TITLE_CHARS]
+
+
+class Replies(Protocol, Generic[Chunk]):
+    """How one chat of a platform receives what the bot says."""
+
+    def chunks(self, text: str) -> Sequence[Chunk]:
+        """`text` (Markdown) as the platform's messages, in order, each within its limit."""
+        ...
+
+    async def send(self, chunk: Chunk) -> None: ...
+
+    def working(self) -> AbstractAsyncContextManager[None]:
+        """Shown while the model works ("typing…"), where the platform has such a sign."""
+        ...
+
+
+class ChannelTurns:
+    def __init__(self, services: ChannelServices, *, kind: str, bot: str) -> None:
+        self._services = services
+        self._kind = kind
+        self._bot = bot
+
+    async def answer(
+        self,
+        inbound: InboundMessage,
+        replies: Replies[Chunk],
+        *,
+        platform_id: str,
+        chunks_sent: int,
+    ) -> None:
+        try:
+            handle = await self._services.chat.start(inbound)
+            async with replies.working():
+                end = await handle.result()
+        except TallyError as exc:  # refused before the turn: too long, the request limit
+            await self.notice(replies, exc.code, exc.message)
+            return
+        if not isinstance(end, TurnCompleted):
+            await self.notice(replies, end.code, end.message)
+            return
+        self._services.failpoints.hit(f"{self._kind}.before_reply")  # stored, not yet sent
+        chunks = replies.chunks(end.reply)
+        for index in range(chunks_sent, len(chunks)):
+            await replies.send(chunks[index])
+            await self._services.updates.count_sent(  # kept after each chunk
+                tenant_id=inbound.tenant_id,
+                bot=self._bot,
+                platform_id=platform_id,
+                chunks=index + 1,
+            )
+            self._services.failpoints.hit(f"{self._kind}.chunk_sent")
+        CHANNEL_EVENTS.labels(inbound.tenant_id, self._bot, "reply").inc()
+
+    async def notice(self, replies: Replies[Chunk], code: str, message: str) -> None:
+        """A turn that did not answer says so; it is never stored as a reply."""
+        log.info("%s %s: turn not answered (%s)", self._kind, self._bot, code)
+        text = f"Sorry, I could not answer that ({code})."
+        if code in SAID_AS_IS:
+            text = f"{message} ({code})"
+        elif code == "cancelled":
+            text = "Stopped."
+        for chunk in replies.chunks(text):
+            await replies.send(chunk)
