@@ -1,12 +1,12 @@
 """Chat-channel bots in `config.yaml`: `channels:` for the `default` tenant and
-`tenants.<id>.channels:` for others, each a mapping of bot name to settings with a `kind`.
-Secrets only through `*_env` keys."""
+`tenants.<id>.channels:` for others, each a mapping of bot name to settings with a `kind`
+(`telegram` or `dingtalk`). Secrets only through `*_env` keys."""
 
 from __future__ import annotations
 
 import os
 import re
-from typing import Literal
+from typing import Annotated, ClassVar, Literal
 
 from pydantic import Field, model_validator
 
@@ -14,10 +14,14 @@ from backend.settings_base import EnvName, Strict
 
 BOT_NAME = re.compile(r"[a-z0-9][a-z0-9_-]{0,63}")
 TELEGRAM_API = "https://api.telegram.org"
+DINGTALK_API = "https://api.dingtalk.com"
+WEBHOOK_SECRET = re.compile(r"[A-Za-z0-9_-]{1,256}")  # what Telegram takes as a secret token
 
 
 class TelegramBotSettings(Strict):
     """A Telegram bot: long polling (no public address needed) or a webhook Telegram calls."""
+
+    IDENTITY: ClassVar[str] = "bot token"
 
     kind: Literal["telegram"]
     token_env: EnvName  # the bot token from @BotFather
@@ -43,8 +47,82 @@ class TelegramBotSettings(Strict):
     def webhook_secret(self) -> str | None:
         return os.environ.get(self.webhook_secret_env) if self.webhook_secret_env else None
 
+    def identity(self) -> str | None:
+        """The credential no two bots may share (they would take each other's updates)."""
+        return self.token()
 
-ChannelSettings = TelegramBotSettings  # DingTalk joins as a union discriminated by `kind`
+    def problems(self) -> list[str]:
+        """Why the bot could not run here, each `<key>: <reason>`."""
+        if not self.token():
+            return [f"token_env: {self.token_env} is not set"]
+        secret = self.webhook_secret()
+        if self.mode == "webhook" and not secret:
+            return [f"webhook_secret_env: {self.webhook_secret_env} is not set"]
+        if secret and not WEBHOOK_SECRET.fullmatch(secret):
+            return [
+                "webhook_secret_env: Telegram takes 1-256 characters of "
+                "A-Z, a-z, 0-9, _ and - as a secret"
+            ]
+        return []
+
+    def where_to_look(self) -> str:
+        return f"check {self.token_env} and api_base_url ({self.api_base_url})"
+
+
+class DingTalkRobotSettings(Strict):
+    """A DingTalk robot of an internal app: Stream mode (Tally connects out; no public address)
+    or HTTP callbacks, which DingTalk posts to `/channels/<tenant>/<bot>`."""
+
+    IDENTITY: ClassVar[str] = "client id"
+
+    kind: Literal["dingtalk"]
+    client_id_env: EnvName  # the app's Client ID (AppKey)
+    client_secret_env: EnvName  # its Client Secret (AppSecret): gets tokens, signs callbacks
+    mode: Literal["stream", "callback"] = "stream"
+    robot_code: str | None = None  # the robot's code; DingTalk gives an app's robot its Client ID
+    allow_from: list[str] = Field(default_factory=list)  # staff or sender ids; ["*"]: anyone
+    group_policy: Literal["mention", "all"] = "mention"
+    openapi_base_url: str = DINGTALK_API
+
+    @model_validator(mode="after")
+    def _url_is_http(self) -> DingTalkRobotSettings:
+        if not self.openapi_base_url.startswith(("https://", "http://")):
+            raise ValueError("openapi_base_url is an https:// address (DingTalk's by default)")
+        return self
+
+    def client_id(self) -> str | None:
+        return os.environ.get(self.client_id_env)
+
+    def client_secret(self) -> str | None:
+        return os.environ.get(self.client_secret_env)
+
+    def robot(self) -> str:
+        return self.robot_code or self.client_id() or ""
+
+    def identity(self) -> str | None:
+        """Two robots of one app in Stream mode would split its messages between them."""
+        return self.client_id()
+
+    def problems(self) -> list[str]:
+        return [
+            f"{key}: {name} is not set"
+            for key, name in (
+                ("client_id_env", self.client_id_env),
+                ("client_secret_env", self.client_secret_env),
+            )
+            if not os.environ.get(name)
+        ]
+
+    def where_to_look(self) -> str:
+        return (
+            f"check {self.client_id_env}, {self.client_secret_env} "
+            f"and openapi_base_url ({self.openapi_base_url})"
+        )
+
+
+ChannelSettings = Annotated[
+    TelegramBotSettings | DingTalkRobotSettings, Field(discriminator="kind")
+]
 
 
 def bot_name_problems(channels: dict[str, ChannelSettings], prefix: str) -> list[str]:

@@ -4,7 +4,6 @@ settings, restarted when they change, stopped at shutdown, found by the webhook 
 from __future__ import annotations
 
 import logging
-import re
 from collections.abc import Iterable
 
 from backend.channel_settings import ChannelSettings
@@ -16,7 +15,6 @@ from backend.errors import ConfigError
 log = logging.getLogger(__name__)
 
 TenantBots = dict[str, ChannelSettings]
-WEBHOOK_SECRET = re.compile(r"[A-Za-z0-9_-]{1,256}")
 
 
 def bot_key_path(tenant_id: str, name: str) -> str:
@@ -26,27 +24,20 @@ def bot_key_path(tenant_id: str, name: str) -> str:
 
 
 def check_bots(bots: Iterable[tuple[str, str, ChannelSettings]]) -> list[str]:
-    """Problems with a set of (tenant, bot name, settings): a token variable that is not set,
-    or one bot token configured twice (two processes would steal each other's updates)."""
+    """Problems with a set of (tenant, bot name, settings): a credential variable that is not
+    set, or one bot's credentials configured twice (two processes would steal each other's
+    updates)."""
     problems: list[str] = []
     seen: dict[str, str] = {}
     for tenant_id, name, settings in bots:
         where = bot_key_path(tenant_id, name)
-        token = settings.token()
-        if not token:
-            problems.append(f"{where}.token_env: {settings.token_env} is not set")
+        problems += [f"{where}.{problem}" for problem in settings.problems()]
+        identity = settings.identity()
+        if not identity:
             continue
-        secret = settings.webhook_secret()
-        if settings.mode == "webhook" and not secret:
-            problems.append(f"{where}.webhook_secret_env: {settings.webhook_secret_env} is not set")
-        elif secret and not WEBHOOK_SECRET.fullmatch(secret):
-            problems.append(
-                f"{where}.webhook_secret_env: Telegram takes 1-256 characters of "
-                "A-Z, a-z, 0-9, _ and - as a secret"
-            )
-        if token in seen:
-            problems.append(f"{where}: the same bot token as {seen[token]}")
-        seen.setdefault(token, where)
+        if identity in seen:
+            problems.append(f"{where}: the same {settings.IDENTITY} as {seen[identity]}")
+        seen.setdefault(identity, where)
     return problems
 
 

@@ -101,8 +101,7 @@ async def _check_bot(where: str, bot: ChannelSettings, *, is_offline: bool) -> b
     try:
         description = await WHOAMI[bot.kind](bot)
     except (OSError, ValueError) as exc:
-        fix = f"check {bot.token_env} and api_base_url ({bot.api_base_url})"
-        return _report("FAIL", f"bot {where}", str(exc), fix)
+        return _report("FAIL", f"bot {where}", str(exc), bot.where_to_look())
     return _report("ok", f"bot {where}", description)
 
 

@@ -12,8 +12,9 @@ import html
 import re
 from dataclasses import dataclass
 
+from backend.channels.chunking import Block, pack, pieces
+
 MAX_CHARS = 4096
-_FENCE = re.compile(r"^```([\w+#.-]*)[^\n]*\n(.*?)^```[ \t]*$", re.MULTILINE | re.DOTALL)
 _CODE_SPAN = re.compile(r"(`[^`\n]+`)")
 _LINK = re.compile(r"\[([^\]\n]+)\]\((https?://[^)\s]+)\)")
 _BOLD = re.compile(r"\*\*(?=\S)(.+?)(?<=\S)\*\*|__(?=\S)(.+?)(?<=\S)__")
@@ -33,73 +34,22 @@ class Chunk:
     plain: str
 
 
-@dataclass(frozen=True, slots=True)
-class _Block:
-    source: str
-    code_language: str | None = None  # set: a fenced code block, `source` its body
-
-
 def telegram_chunks(markdown: str, *, limit: int = MAX_CHARS) -> list[Chunk]:
     """`markdown` as ordered messages of at most `limit` characters each (HTML and plain)."""
-    pieces = [piece for block in _blocks(markdown) for piece in _fit(block, limit)]
-    chunks: list[Chunk] = []
-    html_parts: list[str] = []
-    plain_parts: list[str] = []
-    for block in pieces:
-        rendered, plain = _render(block), _plain(block)
-        joined = "\n\n".join([*html_parts, rendered])
-        if html_parts and (len(joined) > limit or len("\n\n".join([*plain_parts, plain])) > limit):
-            chunks.append(Chunk("\n\n".join(html_parts), "\n\n".join(plain_parts)))
-            html_parts, plain_parts = [], []
-        html_parts.append(rendered)
-        plain_parts.append(plain)
-    if html_parts:
-        chunks.append(Chunk("\n\n".join(html_parts), "\n\n".join(plain_parts)))
-    return chunks
+
+    def fits(blocks: list[Block]) -> bool:
+        html_text, plain = _joined(blocks)
+        return len(html_text) <= limit and len(plain) <= limit
+
+    blocks = pieces(markdown, lambda block: fits([block]))
+    return [Chunk(*_joined(group)) for group in pack(blocks, fits)]
 
 
-def _blocks(markdown: str) -> list[_Block]:
-    """Fenced code blocks whole, and the paragraphs between them."""
-    blocks: list[_Block] = []
-    position = 0
-    for fence in _FENCE.finditer(markdown):
-        blocks += _paragraphs(markdown[position : fence.start()])
-        blocks.append(_Block(fence.group(2).rstrip("\n"), code_language=fence.group(1)))
-        position = fence.end()
-    blocks += _paragraphs(markdown[position:])
-    return blocks
+def _joined(blocks: list[Block]) -> tuple[str, str]:
+    return "\n\n".join(map(_render, blocks)), "\n\n".join(b.markdown() for b in blocks)
 
 
-def _paragraphs(text: str) -> list[_Block]:
-    return [_Block(p.strip("\n")) for p in re.split(r"\n[ \t]*\n", text) if p.strip()]
-
-
-def _fit(block: _Block, limit: int) -> list[_Block]:
-    """`block`, or the blocks it splits into (by lines, then by characters) to fit `limit`."""
-    if len(_render(block)) <= limit and len(_plain(block)) <= limit:
-        return [block]
-    lines = block.source.split("\n")
-    if len(lines) == 1:
-        half = _split_point(block.source)
-        parts = [block.source[:half], block.source[half:]]
-    else:
-        parts = ["\n".join(lines[: len(lines) // 2]), "\n".join(lines[len(lines) // 2 :])]
-    return [
-        piece
-        for part in parts
-        if part.strip()
-        for piece in _fit(_Block(part, block.code_language), limit)
-    ]
-
-
-def _split_point(text: str) -> int:
-    """The middle of `text`, moved back to a space when there is one near it."""
-    middle = len(text) // 2
-    space = text.rfind(" ", 0, middle)
-    return space + 1 if space > middle // 2 else middle
-
-
-def _render(block: _Block) -> str:
+def _render(block: Block) -> str:
     if block.code_language is not None:
         language = (
             f' class="language-{html.escape(block.code_language)}"' if block.code_language else ""
@@ -136,9 +86,3 @@ def _inline(text: str) -> str:
         part = _STRIKE.sub(lambda m: f"<s>{m.group(1)}</s>", part)
         out.append(part)
     return "".join(out)
-
-
-def _plain(block: _Block) -> str:
-    if block.code_language is not None:
-        return f"```{block.code_language}\n{block.source}\n```"
-    return block.source
