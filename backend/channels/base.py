@@ -70,9 +70,6 @@ class Channel(Protocol):
     async def handle_webhook(self, call: WebhookCall) -> WebhookAnswer:
         """Check and keep one delivered update; it is answered in the background."""
 
-    async def send(self, chat: str, text: str) -> None:
-        """Send `text` (Markdown) to a chat of this bot."""
-
 
 def note_failure(
     status: ChannelStatus, what: str, error: BaseException, *, connection_lost: bool

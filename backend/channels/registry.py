@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 
-from backend.channel_settings import ChannelSettings
+from backend.channel_settings import ChannelSettings, DingTalkRobotSettings, TelegramBotSettings
 from backend.channels.base import Channel
 from backend.channels.context import ChannelServices
 
@@ -17,18 +17,39 @@ def _telegram(
 ) -> Channel:
     from backend.channels.telegram.channel import TelegramChannel
 
+    assert isinstance(settings, TelegramBotSettings)
     return TelegramChannel(tenant_id=tenant_id, name=name, settings=settings, services=services)
 
 
 async def _telegram_whoami(settings: ChannelSettings) -> str:
     from backend.channels.telegram.probe import whoami
 
+    assert isinstance(settings, TelegramBotSettings)
     return await whoami(settings)
 
 
-CHANNEL_KINDS: dict[str, ChannelFactory] = {"telegram": _telegram}
+def _dingtalk(
+    tenant_id: str, name: str, settings: ChannelSettings, services: ChannelServices
+) -> Channel:
+    from backend.channels.dingtalk.channel import DingTalkChannel
+
+    assert isinstance(settings, DingTalkRobotSettings)
+    return DingTalkChannel(tenant_id=tenant_id, name=name, settings=settings, services=services)
+
+
+async def _dingtalk_whoami(settings: ChannelSettings) -> str:
+    from backend.channels.dingtalk.probe import whoami
+
+    assert isinstance(settings, DingTalkRobotSettings)
+    return await whoami(settings)
+
+
+CHANNEL_KINDS: dict[str, ChannelFactory] = {"telegram": _telegram, "dingtalk": _dingtalk}
 # How `tally doctor` asks a platform who a bot is: a short description, or OSError/ValueError.
-WHOAMI: dict[str, Callable[[ChannelSettings], Awaitable[str]]] = {"telegram": _telegram_whoami}
+WHOAMI: dict[str, Callable[[ChannelSettings], Awaitable[str]]] = {
+    "telegram": _telegram_whoami,
+    "dingtalk": _dingtalk_whoami,
+}
 
 
 def build_channel(

@@ -46,6 +46,14 @@ def image_part(media_type: str, raw: bytes) -> ImagePart:
     return ImagePart(media_type=media_type, data=base64.b64encode(raw).decode("ascii"))
 
 
+def image_type(raw: bytes) -> str | None:
+    """The media type of an image a platform sent without naming it, from its first bytes."""
+    for media_type in (*SIGNATURES, "image/webp"):
+        if _is_image_of_type(raw, media_type):
+            return media_type
+    return None
+
+
 def _check_image(image: ImagePart) -> None:
     try:
         raw = base64.b64decode(image.data, validate=True)

@@ -1,9 +1,15 @@
-"""A fake Telegram Bot API server, and Tally serving a bot against it (the real
-`python-telegram-bot` on both sides of our code)."""
+"""Fake chat platforms (Telegram's Bot API; DingTalk's gateway, OpenAPI and session webhooks),
+and Tally serving a bot against each (the real `python-telegram-bot` and `dingtalk-stream` on
+our side)."""
 
 from __future__ import annotations
 
 import asyncio
+import base64
+import hashlib
+import hmac
+import json
+import time
 from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -18,6 +24,8 @@ from backend.app import create_app
 from backend.providers.base import ChatProvider
 from backend.providers.scripted import ScriptedProvider
 from tests.conftest import make_settings, serve
+from tests.fakes.dingtalk_server import FakeDingTalkServer
+from tests.fakes.dingtalk_server import Sent as DingTalkSent
 from tests.fakes.telegram_server import FakeTelegramServer, Sent
 
 TOKEN = "123456:test-token"
@@ -103,3 +111,107 @@ async def serving_bot(
     app = create_app(settings, provider=provider, summarizer_provider=summarizer)
     async with serve(app) as client:
         yield Served(app, client, telegram, provider)
+
+
+# ---- DingTalk -----------------------------------------------------------------------------------
+
+CLIENT_ID = "ding-client-1"
+CLIENT_SECRET = "ding-secret-1"
+ROBOT = "ding-robot-1"
+
+
+@pytest.fixture
+def dingtalk(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeDingTalkServer]:
+    monkeypatch.setenv("DT_CLIENT_ID", CLIENT_ID)
+    monkeypatch.setenv("DT_CLIENT_SECRET", CLIENT_SECRET)
+    with FakeDingTalkServer() as server:
+        server.add_app(CLIENT_ID, CLIENT_SECRET, ROBOT)
+        yield server
+
+
+def robot_settings(dingtalk: FakeDingTalkServer, **overrides: Any) -> dict[str, Any]:
+    return {
+        "kind": "dingtalk",
+        "client_id_env": "DT_CLIENT_ID",
+        "client_secret_env": "DT_CLIENT_SECRET",
+        "robot_code": ROBOT,
+        "mode": "stream",
+        "allow_from": ["*"],
+        "openapi_base_url": dingtalk.base_url,
+    } | overrides
+
+
+def signed(timestamp_ms: int | None = None, secret: str = CLIENT_SECRET) -> dict[str, str]:
+    """The headers DingTalk signs a callback with (computed here, as DingTalk does)."""
+    timestamp = str(timestamp_ms if timestamp_ms is not None else int(time.time() * 1000))
+    digest = hmac.new(secret.encode(), f"{timestamp}\n{secret}".encode(), hashlib.sha256)
+    return {"timestamp": timestamp, "sign": base64.b64encode(digest.digest()).decode()}
+
+
+@dataclass
+class ServedRobot:
+    app: FastAPI
+    client: httpx.AsyncClient
+    dingtalk: FakeDingTalkServer
+    provider: ScriptedProvider
+
+    def message(self, text: str = "", **fields: Any) -> dict[str, Any]:
+        """A robot message from Ada (private) unless `fields` say otherwise."""
+        return self.dingtalk.robot_message(text, robot_code=ROBOT, **fields)
+
+    async def push(self, message: dict[str, Any]) -> str:
+        """Deliver `message` over the Stream connection; the frame's id."""
+        return await asyncio.to_thread(self.dingtalk.push, CLIENT_ID, message)
+
+    async def acked(self, frame_id: str) -> dict[str, Any]:
+        return await asyncio.to_thread(self.dingtalk.wait_for_ack, frame_id)
+
+    async def sent(self, count: int, target: str | None = None) -> list[DingTalkSent]:
+        return await asyncio.to_thread(self.dingtalk.wait_for_sent, count, target=target)
+
+    async def callback(
+        self, message: dict[str, Any], headers: dict[str, str] | None = None
+    ) -> httpx.Response:
+        """Post `message` as DingTalk's HTTP callback, signed unless `headers` say otherwise."""
+        return await self.client.post(
+            "/channels/default/dt",
+            content=json.dumps(message),
+            headers=signed() if headers is None else headers,
+        )
+
+    async def stored(self, conversation: str = "cid-private-1") -> list[tuple[str, str]]:
+        sessions = self.app.state.services.sessions
+        found = await sessions.find(
+            tenant_id="default", channel="dingtalk", external_key=f"dt:{conversation}"
+        )
+        if found is None:
+            return []
+        messages = await self.app.state.services.messages.window(
+            tenant_id="default", session_id=found.id, start_id=0, limit=100
+        )
+        return [(m.role, m.content) for m in messages]
+
+    async def settle(self) -> None:
+        await self.app.state.channels.get("default", "dt").settle()
+
+
+@asynccontextmanager
+async def serving_robot(
+    dingtalk: FakeDingTalkServer,
+    tmp_path: Path,
+    database_url: str,
+    *,
+    provider: ScriptedProvider | None = None,
+    bot: dict[str, Any] | None = None,
+    **sections: Any,
+) -> AsyncIterator[ServedRobot]:
+    settings = make_settings(
+        database_url, tmp_path, channels={"dt": bot or robot_settings(dingtalk)}, **sections
+    )
+    provider = provider or ScriptedProvider(replies=["Hello from Tally."])
+    app = create_app(settings, provider=provider)
+    async with serve(app) as client:
+        served = ServedRobot(app, client, dingtalk, provider)
+        if (bot or {}).get("mode", "stream") == "stream":
+            await asyncio.to_thread(dingtalk.wait_connected, CLIENT_ID)
+        yield served

@@ -221,9 +221,6 @@ class TelegramChannel:
 
     # ---- sending --------------------------------------------------------------------------
 
-    async def send(self, chat: str, text: str) -> None:
-        await self._outbox.send_chunks(int(chat), telegram_chunks(text))
-
     async def reply(self, chat_id: int, reply: CommandReply) -> None:
         markup = None
         if reply.choices:

@@ -8,7 +8,7 @@ import asyncio
 import contextlib
 import logging
 import warnings
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable
 from datetime import timedelta
 from typing import Any
 
@@ -34,21 +34,6 @@ class Outbox:
     def __init__(self, bot: Bot, *, sleep: Sleep = asyncio.sleep) -> None:
         self._bot = bot
         self._sleep = sleep
-
-    async def send_chunks(
-        self,
-        chat_id: int,
-        chunks: Sequence[Chunk],
-        *,
-        first: int = 0,
-        sent: Callable[[int], Awaitable[None]] | None = None,
-        **options: Any,
-    ) -> None:
-        """Send `chunks[first:]` in order; `sent(n)` after each, `n` the chunks now sent."""
-        for index in range(first, len(chunks)):
-            await self.send_chunk(chat_id, chunks[index], **options)
-            if sent is not None:
-                await sent(index + 1)
 
     async def send_chunk(self, chat_id: int, chunk: Chunk, **options: Any) -> None:
         try:
