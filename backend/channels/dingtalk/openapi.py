@@ -2,9 +2,10 @@
 base URL per process from the environment, and make blocking calls without timeouts.
 
 An access token is got from the app's client id and secret and cached until a few minutes
-before it expires (one DingTalk calls invalid gets a fresh one, once). Rate limits (HTTP 429, 403 `QpsLimit…`, a
-session webhook's errcode 130101), 5xx answers and failed connections are retried with backoff;
-a call that timed out after it was sent is not, since it may have been delivered.
+before it expires (one DingTalk calls invalid gets a fresh one, once). Rate limits (HTTP 429,
+403 `QpsLimit…`, a session webhook's errcode 130101), 5xx answers and failed connections are
+retried with backoff; a call that timed out after it was sent is not, since it may have been
+delivered.
 """
 
 from __future__ import annotations
