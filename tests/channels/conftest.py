@@ -203,8 +203,11 @@ async def serving_robot(
     *,
     provider: ScriptedProvider | None = None,
     bot: dict[str, Any] | None = None,
+    connected: bool = True,
     **sections: Any,
 ) -> AsyncIterator[ServedRobot]:
+    """Tally serving robot `dt`; in Stream mode, once it is `connected` (unless told not to
+    wait: a test of a gateway that never lets it connect)."""
     settings = make_settings(
         database_url, tmp_path, channels={"dt": bot or robot_settings(dingtalk)}, **sections
     )
@@ -212,6 +215,6 @@ async def serving_robot(
     app = create_app(settings, provider=provider)
     async with serve(app) as client:
         served = ServedRobot(app, client, dingtalk, provider)
-        if (bot or {}).get("mode", "stream") == "stream":
+        if connected and (bot or {}).get("mode", "stream") == "stream":
             await asyncio.to_thread(dingtalk.wait_connected, CLIENT_ID)
         yield served

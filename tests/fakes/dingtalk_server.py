@@ -289,6 +289,17 @@ class FakeDingTalkServer(FakeServer):
         with self._mutex:
             return dict(self._acks)
 
+    def calls(self, route: str) -> int:
+        """How many requests `route` (a name in ROUTES, or "session") received."""
+        with self._mutex:
+            return self._calls.get(route, 0)
+
+    def wait_until(
+        self, condition: Callable[[Self], bool], what: str, timeout: float = 60.0
+    ) -> None:
+        """Until `condition(self)` holds; it is checked whenever a call or ACK arrives."""
+        self._wait(lambda: condition(self), timeout, lambda: f"no {what}")
+
     @property
     def open_calls(self) -> int:
         with self._mutex:
