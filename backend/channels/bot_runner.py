@@ -3,6 +3,7 @@ settings, restarted when they change, stopped at shutdown, found by the webhook 
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Iterable
 
@@ -86,8 +87,8 @@ class BotRunner:
                 )
 
     async def aclose(self) -> None:
-        for tenant, name in list(self._running):
-            await self._stop(tenant, name)
+        """Stop every bot at once: each gives its replies in hand the same few seconds."""
+        await asyncio.gather(*(self._stop(tenant, name) for tenant, name in list(self._running)))
 
     async def _stop(self, tenant_id: str, name: str) -> None:
         _, channel = self._running.pop((tenant_id, name))
