@@ -1,7 +1,8 @@
 """A DingTalk robot when DingTalk misbehaves: a gateway that hangs or says nothing never stops
 the server from serving or from shutting down within ten seconds; a dropped connection is
 opened again; rate limits, an expired token and refused credentials are waited out, renewed
-or reported."""
+or reported. And when our own disk is full: a message that cannot be kept is not acknowledged
+(Stream) or answered 503 (callback), so DingTalk delivers it again, and it is answered once."""
 
 from __future__ import annotations
 
@@ -13,7 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.channels.conftest import CLIENT_ID, ServedRobot, serving_robot
+from tests.channels.conftest import CLIENT_ID, ServedRobot, robot_settings, serving_robot
+from tests.conftest import fill
 from tests.fakes import HttpError
 from tests.fakes.dingtalk_server import QPS_LIMITED, FakeDingTalkServer
 
@@ -37,6 +39,16 @@ async def health(served: ServedRobot) -> dict[str, object]:
     assert answer.status_code in (200, 503)
     (robot,) = [c for c in answer.json()["channels"] if c["bot"] == "dt"]
     return dict(robot)
+
+
+async def wait_for_error(served: ServedRobot, what: str) -> dict[str, object]:
+    """The robot's health once its last error is about `what` (noted just after it happened)."""
+    for _ in range(6000):
+        status = await health(served)
+        if str(status["last_error"] or "").startswith(what):
+            return status
+        await asyncio.sleep(0.01)
+    raise AssertionError(f"no {what} error in the robot's health")
 
 
 @pytest.mark.parametrize("where", ["open", "handshake"])
@@ -119,13 +131,51 @@ async def test_refused_credentials_are_reported_and_the_server_serves_on(
     monkeypatch.setenv("DT_CLIENT_SECRET", "not-the-secret")
     async with serving_robot(dingtalk, tmp_path, database_url, connected=False) as served:
         await asyncio.to_thread(dingtalk.wait_until, lambda d: d.open_calls >= 1, "an open call")
-        status = await health(served)
-        for _ in range(6000):  # the refusal is noted just after it arrived
-            if status["last_error"]:
-                break
-            await asyncio.sleep(0.01)
-            status = await health(served)
+        status = await wait_for_error(served, "connect")
         sessions = await served.client.get("/api/chat/sessions")
     assert status["connected"] is False
     assert "401" in str(status["last_error"]) and str(status["last_error"]).startswith("connect")
     assert sessions.status_code == 200
+
+
+async def test_a_frame_that_cannot_be_kept_is_not_acknowledged_and_comes_again(
+    small_disk: Path, tmp_path: Path, dingtalk: FakeDingTalkServer
+) -> None:
+    database_url = f"sqlite+aiosqlite:///{small_disk / 'tally.db'}"
+    async with serving_robot(dingtalk, tmp_path, database_url) as served:
+        message = served.message("kept at last")
+        message["padding"] = "x" * 90_000  # more than SQLite may still find in its pages
+        filler = fill(small_disk)
+        refused = await served.push(message)
+        await wait_for_error(served, "receive")
+        unacknowledged = refused not in dingtalk.acks()
+        filler.unlink()
+        again = await served.push(message)  # DingTalk delivers an unacknowledged frame again
+        await served.acked(again)
+        (reply,) = await served.sent(1)
+        stored = await served.stored()
+    assert unacknowledged
+    assert reply.text == "Hello from Tally."
+    assert stored == [("user", "kept at last"), ("assistant", "Hello from Tally.")]
+
+
+async def test_a_callback_that_cannot_be_kept_is_503_and_its_retry_answered_once(
+    small_disk: Path, tmp_path: Path, dingtalk: FakeDingTalkServer
+) -> None:
+    database_url = f"sqlite+aiosqlite:///{small_disk / 'tally.db'}"
+    bot = robot_settings(dingtalk, mode="callback")
+    async with serving_robot(dingtalk, tmp_path, database_url, bot=bot) as served:
+        message = served.message("kept at last")
+        message["padding"] = "x" * 90_000
+        filler = fill(small_disk)
+        refused = await served.callback(message)
+        filler.unlink()
+        retried = await served.callback(message)
+        again = await served.callback(message)
+        await served.sent(1)
+        await served.settle()
+        stored = await served.stored()
+    assert refused.status_code == 503 and "Retry-After" in refused.headers
+    assert (retried.status_code, again.status_code) == (200, 200)
+    assert stored == [("user", "kept at last"), ("assistant", "Hello from Tally.")]
+    assert len(dingtalk.sent()) == 1
