@@ -10,6 +10,7 @@ import pytest
 
 from tests.cli.runner import config, tally
 from tests.conftest import ROOT
+from tests.fakes.dingtalk_server import FakeDingTalkServer
 from tests.fakes.telegram_server import FakeTelegramServer
 
 OPENAI = "providers:\n  openai: {kind: openai_compatible, api_key_env: OPENAI_API_KEY}\n"
@@ -120,3 +121,52 @@ def test_each_bot_is_asked_who_it_is_and_a_refused_token_fails(tmp_path: Path) -
     assert (
         offline.returncode == 0 and "bot tenants.acme.channels.stale: not called" in offline.stdout
     )
+
+
+def test_each_robot_is_asked_for_a_token_and_refused_or_unreachable_ones_fail(
+    tmp_path: Path,
+) -> None:
+    with socket.socket() as probe:  # a port nothing listens on
+        probe.bind(("127.0.0.1", 0))
+        down_url = f"http://127.0.0.1:{probe.getsockname()[1]}"
+    with FakeDingTalkServer() as dingtalk:
+        dingtalk.add_app("good-app", "good-secret", "good-robot")
+        dingtalk.add_app("wrong-app", "the-real-secret", "wrong-robot")
+
+        def robot(name: str, url: str, extra: str = "") -> str:
+            env = name.upper()
+            return (
+                f"{{kind: dingtalk, client_id_env: {env}_DT_ID, client_secret_env: {env}_DT_KEY,"
+                f" openapi_base_url: '{url}'{extra}}}"
+            )
+
+        path = config(
+            tmp_path,
+            f"channels:\n  good: {robot('good', dingtalk.base_url, ', robot_code: good-robot')}\n"
+            "tenants:\n  acme:\n    channels:\n"
+            f"      wrong: {robot('wrong', dingtalk.base_url, ', mode: callback')}\n"
+            f"      down: {robot('down', down_url)}\n",
+        )
+        env = {
+            "GOOD_DT_ID": "good-app",
+            "GOOD_DT_KEY": "good-secret",
+            "WRONG_DT_ID": "wrong-app",
+            "WRONG_DT_KEY": "rotated-in-the-console",  # DingTalk: 400 invalidClientSecret
+            "DOWN_DT_ID": "down-app",
+            "DOWN_DT_KEY": "down-secret",
+        }
+        result = tally("--config", str(path), "doctor", env=env)
+        offline = tally("--config", str(path), "doctor", "--offline", env=env)
+        asked = [r.body.get("appKey") for r in dingtalk.requests]
+    assert result.returncode == 1, result.stdout
+    out = result.stdout
+    assert "ok    bot channels.good: robot good-robot (stream), credentials accepted" in out
+    assert "FAIL  bot tenants.acme.channels.wrong:" in out and "invalidClientSecret" in out
+    assert f"{dingtalk.base_url} refused the credentials" in out
+    assert f"fix: check WRONG_DT_ID, WRONG_DT_KEY and openapi_base_url ({dingtalk.base_url})" in out
+    assert f"FAIL  bot tenants.acme.channels.down: cannot reach {down_url.removeprefix('http://')}:" in out
+    assert f"fix: check DOWN_DT_ID, DOWN_DT_KEY and openapi_base_url ({down_url})" in out
+    assert sorted(asked) == ["good-app", "wrong-app"]  # one token request each, no retries
+    assert out.count("credentials accepted") == 1  # the good robot's line alone
+    assert offline.returncode == 0, offline.stdout
+    assert "ok    bot tenants.acme.channels.wrong: not called (--offline)" in offline.stdout

@@ -280,6 +280,19 @@ class FakeDingTalkServer(FakeServer):
             lambda: f"{client_id} opened {self._opened.get(client_id, 0)} connections, not {count}",
         )
 
+    def opened(self, client_id: str) -> int:
+        """How many websocket connections the app has opened in all."""
+        with self._mutex:
+            return self._opened.get(client_id, 0)
+
+    def wait_open_links(self, client_id: str, count: int, timeout: float = 60.0) -> None:
+        """Until exactly `count` of the app's connections are open now (0: all closed)."""
+        self._wait(
+            lambda: len(self._links.get(client_id, [])) == count,
+            timeout,
+            lambda: f"{client_id} has {len(self._links.get(client_id, []))} open, not {count}",
+        )
+
     def wait_for_ack(self, message_id: str, timeout: float = 60.0) -> dict[str, Any]:
         self._wait(lambda: message_id in self._acks, timeout, lambda: f"no ACK for {message_id}")
         with self._mutex:

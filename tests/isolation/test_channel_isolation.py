@@ -1,26 +1,39 @@
-"""Tenant isolation for chat channels: two tenants each run a Telegram bot named alike, and one
-person writes to both from the same chat id with the very same update and message ids.
+"""Tenant isolation for chat channels: two tenants each run a bot named alike (Telegram, and
+DingTalk in Stream and in callback mode), and one person writes to both from the same chat or
+conversation id with the very same update, message and sender ids.
 
-Each bot answers through its own token, from its own tenant's session and memory; a webhook
-call signed with one tenant's secret is refused at the other's path; and an unknown tenant, an
-unknown bot and a polling bot all answer the webhook route alike, so the route tells an outsider
+Each bot answers through its own credentials (token; client id, secret and robot code), from
+its own tenant's session and memory; a webhook call signed with one tenant's secret is refused at
+the other's path; and an unknown tenant, an unknown bot and a bot that takes no webhooks
+(polling, Stream mode) all answer the webhook route alike, so the route tells an outsider
 nothing about which tenants or bots exist.
+
+The route itself has one entry in test_isolation.py's ID_PROBES (one per method and path, for
+every kind of bot); its tenants there run no bots, so every probe of it is a miss. What a bot
+kind does with another tenant's calls is probed here.
 """
 
 from __future__ import annotations
 
+import asyncio
 import copy
+import json
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
+from fastapi import FastAPI
+from sqlalchemy import func, select
 
 from backend.app import create_app
 from backend.memory.entries import NewEntry
 from backend.providers.scripted import ScriptedProvider
+from backend.storage.tables import channel_updates
+from tests.channels.conftest import signed
 from tests.conftest import make_settings, serve
+from tests.fakes.dingtalk_server import FakeDingTalkServer
 from tests.fakes.telegram_server import FakeTelegramServer
 
 TENANTS = {"acme": "111:acme-token", "globex": "222:globex-token"}
@@ -122,3 +135,232 @@ async def _sessions(app: Any, tenant_id: str) -> list[str]:
         tenant_id=tenant_id, channel="telegram", external_key="tg:42"
     )
     return [] if found is None else [found.id]
+
+
+# ---- DingTalk ------------------------------------------------------------------------------------
+
+# Each tenant's own app: (client id, client secret, robot code).
+DINGTALK_APPS = {
+    "acme": ("acme-client", "acme-app-secret", "acme-robot"),
+    "globex": ("globex-client", "globex-app-secret", "globex-robot"),
+}
+STREAM_APP = ("initech-client", "initech-app-secret", "initech-robot")
+CONVERSATION = "cid-private-1"  # the fake's private conversation, in both tenants' robots
+STAFF_ID = "staff-1"  # the sender (both tenants): the OpenAPI's target for a private reply
+QUESTION = "what is my launch code?"
+
+
+@pytest.fixture
+def dingtalk(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeDingTalkServer]:
+    """One fake DingTalk holding each tenant's app (and initech's, for a Stream-mode robot)."""
+    with FakeDingTalkServer() as server:
+        for tenant, app in (*DINGTALK_APPS.items(), ("initech", STREAM_APP)):
+            client_id, secret, robot_code = app
+            monkeypatch.setenv(f"{tenant.upper()}_DT_ID", client_id)
+            monkeypatch.setenv(f"{tenant.upper()}_DT_SECRET", secret)
+            server.add_app(client_id, secret, robot_code)
+        yield server
+
+
+def dingtalk_robot(dingtalk: FakeDingTalkServer, tenant: str, mode: str) -> dict[str, Any]:
+    robot_code = (DINGTALK_APPS.get(tenant) or STREAM_APP)[2]
+    return {
+        "kind": "dingtalk",
+        "client_id_env": f"{tenant.upper()}_DT_ID",
+        "client_secret_env": f"{tenant.upper()}_DT_SECRET",
+        "robot_code": robot_code,
+        "mode": mode,
+        "allow_from": ["*"],
+        "openapi_base_url": dingtalk.base_url,
+    }
+
+
+def same_message(dingtalk: FakeDingTalkServer) -> dict[str, dict[str, Any]]:
+    """One private message as each tenant's robot receives it: the same msgId, conversation and
+    sender ids; only the robot's own fields differ. Its session webhook has expired, so a reply
+    goes by the OpenAPI with the robot's access token and robotCode, which the fake checks
+    belong to one app."""
+    message = dingtalk.robot_message(
+        QUESTION,
+        robot_code="",
+        conversation_id=CONVERSATION,
+        sender_staff_id=STAFF_ID,
+        webhook_expires_in_s=-60,
+    )
+    return {
+        tenant: copy.deepcopy(message)
+        | {"robotCode": robot_code, "chatbotUserId": f"$:LWCP_v1:$bot-{robot_code}"}
+        for tenant, (_, _, robot_code) in DINGTALK_APPS.items()
+    }
+
+
+def dingtalk_settings(
+    database_url: str, tmp_path: Path, scope: str, tenants: dict[str, dict[str, Any]]
+) -> Any:
+    return make_settings(
+        database_url,
+        tmp_path,
+        auth={"mode": "keys"},
+        memory={"path": str(tmp_path / "MEMORY.md"), "scope": scope},
+        tenants={tenant: {"channels": bots} for tenant, bots in tenants.items()},
+    )
+
+
+async def seed_memory(app: FastAPI, scope_key: str) -> None:
+    """Each tenant's own fact, where its robot's private chat with Ada reads memory."""
+    for tenant in DINGTALK_APPS:
+        fact = NewEntry(source="manual", content=f"{tenant}-only: the launch code is {tenant}-1234")
+        await app.state.services.memory.append(
+            tenant_id=tenant, scope_key=scope_key, entries=[fact]
+        )
+
+
+async def dingtalk_session(app: FastAPI, tenant_id: str) -> tuple[str, list[tuple[str, str]]]:
+    """The tenant's session of the shared conversation: its id and messages ("" and [] if none)."""
+    found = await app.state.services.sessions.find(
+        tenant_id=tenant_id, channel="dingtalk", external_key=f"dt:{CONVERSATION}"
+    )
+    if found is None:
+        return "", []
+    messages = await app.state.services.messages.window(
+        tenant_id=tenant_id, session_id=found.id, start_id=0, limit=100
+    )
+    return found.id, [(m.role, m.content) for m in messages]
+
+
+async def count_updates(app: FastAPI) -> int:
+    async with app.state.services.database.read() as conn:
+        count = await conn.execute(select(func.count()).select_from(channel_updates))
+        return int(count.scalar_one())
+
+
+def check_answered_apart(
+    dingtalk: FakeDingTalkServer,
+    provider: ScriptedProvider,
+    sessions: dict[str, tuple[str, list[tuple[str, str]]]],
+    *own_marks: str,
+) -> None:
+    """Each tenant's robot answered by its own app, from its own session and memory (its own
+    `own_marks`, formatted with its id, reached its turn, and none of the other's)."""
+    replies = {(s.via, s.robot_code, s.text) for s in dingtalk.sent(STAFF_ID)}
+    assert replies == {
+        ("batchSend", robot_code, f"{tenant} answers")
+        for tenant, (_, _, robot_code) in DINGTALK_APPS.items()
+    }
+    assert len(dingtalk.sent()) == 2
+    token_for = {r.body["appKey"] for r in dingtalk.requests if r.path.endswith("/accessToken")}
+    assert token_for == {client_id for client_id, _, _ in DINGTALK_APPS.values()}
+
+    requests = dict(zip(DINGTALK_APPS, provider.requests, strict=True))  # answered in turn
+    for tenant, other in (("acme", "globex"), ("globex", "acme")):
+        for mark in own_marks:
+            assert mark.format(tenant) in requests[tenant].system
+            assert mark.format(other) not in repr(requests[tenant])
+        assert f"{other}-1234" not in repr(requests[tenant])
+        assert sessions[tenant][1] == [("user", QUESTION), ("assistant", f"{tenant} answers")]
+    assert sessions["acme"][0] and sessions["acme"][0] != sessions["globex"][0]
+
+
+@pytest.mark.parametrize("scope", ["tenant", "user"])
+async def test_two_tenants_stream_robots_never_share_a_conversation_a_memory_or_an_app(
+    dingtalk: FakeDingTalkServer, tmp_path: Path, database_url: str, scope: str
+) -> None:
+    # memory.scope user: both private chats are Ada's (`dingtalk:staff-1`) in either tenant.
+    robots = {
+        tenant: {"dt": dingtalk_robot(dingtalk, tenant, "stream")} for tenant in DINGTALK_APPS
+    }
+    settings = dingtalk_settings(database_url, tmp_path, scope, robots)
+    provider = ScriptedProvider(replies=["(unscripted)"])
+    app = create_app(settings, provider=provider)
+    messages = same_message(dingtalk)
+    async with serve(app):
+        await seed_memory(app, "" if scope == "tenant" else f"dingtalk:{STAFF_ID}")
+        provider.push("acme answers", "globex answers")
+        acks = []
+        for tenant, (client_id, _, _) in DINGTALK_APPS.items():
+            frame = await asyncio.to_thread(dingtalk.push, client_id, messages[tenant])
+            acks.append(await asyncio.to_thread(dingtalk.wait_for_ack, frame))
+            await app.state.channels.get(tenant, "dt").settle()
+        sessions = {tenant: await dingtalk_session(app, tenant) for tenant in DINGTALK_APPS}
+        users = {
+            tenant: (
+                await app.state.services.sessions.get(tenant_id=tenant, session_id=id_)
+            ).user_key
+            for tenant, (id_, _) in sessions.items()
+        }
+
+    assert [ack["code"] for ack in acks] == [200, 200]
+    check_answered_apart(dingtalk, provider, sessions, "{}-only")
+    assert users == {tenant: f"dingtalk:{STAFF_ID}" for tenant in DINGTALK_APPS}
+
+
+async def test_two_tenants_callback_robots_never_share_a_secret_a_session_or_an_app(
+    dingtalk: FakeDingTalkServer, tmp_path: Path, database_url: str
+) -> None:
+    robots: dict[str, dict[str, Any]] = {
+        tenant: {"dt": dingtalk_robot(dingtalk, tenant, "callback")} for tenant in DINGTALK_APPS
+    }
+    robots["initech"] = {"streamer": dingtalk_robot(dingtalk, "initech", "stream")}
+    settings = dingtalk_settings(database_url, tmp_path, "tenant", robots)
+    provider = ScriptedProvider(replies=["(unscripted)"])
+    app = create_app(settings, provider=provider)
+    messages = same_message(dingtalk)
+    secret = {tenant: app_secret for tenant, (_, app_secret, _) in DINGTALK_APPS.items()}
+
+    async with serve(app) as client:
+
+        async def call(
+            path: str, message: dict[str, Any], headers: dict[str, str]
+        ) -> httpx.Response:
+            return await client.post(path, content=json.dumps(message), headers=headers)
+
+        await asyncio.to_thread(dingtalk.wait_connected, STREAM_APP[0])
+        await seed_memory(app, "")
+        # The same conversation's session already exists in both tenants, with a summary.
+        for tenant in DINGTALK_APPS:
+            session = await app.state.services.sessions.find_or_create(
+                tenant_id=tenant,
+                channel="dingtalk",
+                external_key=f"dt:{CONVERSATION}",
+                user_key=f"dingtalk:{STAFF_ID}",
+            )
+            await app.state.services.sessions.update(
+                tenant_id=tenant, session_id=session.id, summary=f"{tenant}-summary: Ada asked"
+            )
+        before = {tenant: (await dingtalk_session(app, tenant))[0] for tenant in DINGTALK_APPS}
+
+        # Signed with the other tenant's app secret, or not signed: refused, nothing kept.
+        crossed = [
+            await call("/channels/acme/dt", messages["acme"], signed(secret=secret["globex"])),
+            await call("/channels/globex/dt", messages["globex"], signed(secret=secret["acme"])),
+            await call("/channels/globex/dt", messages["globex"], {}),
+        ]
+        # Who exists is not told: every miss answers the same, however well signed.
+        misses = [
+            await call(path, messages["acme"], signed(secret=app_secret))
+            for path, app_secret in (
+                ("/channels/nobody/dt", secret["acme"]),
+                ("/channels/acme/nobot", secret["acme"]),
+                ("/channels/initech/streamer", STREAM_APP[1]),  # Stream mode takes no callbacks
+                ("/channels/initech/streamer", secret["acme"]),
+            )
+        ]
+        kept_after_refusals = await count_updates(app)
+        stored_after_refusals = [(await dingtalk_session(app, t))[1] for t in DINGTALK_APPS]
+
+        # The same message (ids and all) to both robots, each signed by its own app.
+        provider.push("acme answers", "globex answers")
+        for tenant in DINGTALK_APPS:
+            accepted = await call(
+                f"/channels/{tenant}/dt", messages[tenant], signed(secret=secret[tenant])
+            )
+            assert accepted.status_code == 200, accepted.text
+            await app.state.channels.get(tenant, "dt").settle()
+        sessions = {tenant: await dingtalk_session(app, tenant) for tenant in DINGTALK_APPS}
+
+    assert [r.status_code for r in crossed] == [401, 401, 401]
+    assert {(r.status_code, r.text) for r in misses} == {(404, misses[0].text)}
+    assert misses[0].json()["error"]["code"] == "not_found"
+    assert kept_after_refusals == 0 and stored_after_refusals == [[], []]
+    check_answered_apart(dingtalk, provider, sessions, "{}-only", "{}-summary")
+    assert {tenant: found for tenant, (found, _) in sessions.items()} == before

@@ -14,7 +14,7 @@ async def whoami(settings: DingTalkRobotSettings) -> str:
     except DingTalkError as exc:
         if exc.status:  # it answered, and refused the client id or secret
             raise ValueError(f"{settings.openapi_base_url} refused the credentials: {exc}") from exc
-        raise OSError(f"cannot reach {settings.openapi_base_url}: {exc}") from exc
+        raise OSError(str(exc)) from exc  # "cannot reach <host>: ..." or a timeout
     finally:
         await api.aclose()
     return f"robot {settings.robot()} ({settings.mode}), credentials accepted"
