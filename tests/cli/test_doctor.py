@@ -164,7 +164,8 @@ def test_each_robot_is_asked_for_a_token_and_refused_or_unreachable_ones_fail(
     assert "FAIL  bot tenants.acme.channels.wrong:" in out and "invalidClientSecret" in out
     assert f"{dingtalk.base_url} refused the credentials" in out
     assert f"fix: check WRONG_DT_ID, WRONG_DT_KEY and openapi_base_url ({dingtalk.base_url})" in out
-    assert f"FAIL  bot tenants.acme.channels.down: cannot reach {down_url.removeprefix('http://')}:" in out
+    down_host = down_url.removeprefix("http://")
+    assert f"FAIL  bot tenants.acme.channels.down: cannot reach {down_host}:" in out
     assert f"fix: check DOWN_DT_ID, DOWN_DT_KEY and openapi_base_url ({down_url})" in out
     assert sorted(asked) == ["good-app", "wrong-app"]  # one token request each, no retries
     assert out.count("credentials accepted") == 1  # the good robot's line alone
