@@ -16,6 +16,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from backend.channel_settings import DingTalkRobotSettings
+from backend.channels.backoff import until_it_works
 from backend.channels.base import (
     NO_SUCH_BOT,
     ChannelStatus,
@@ -43,8 +44,6 @@ log = logging.getLogger(__name__)
 
 CHANNEL = "dingtalk"
 PICTURE_UNAVAILABLE = "I could not fetch that picture from DingTalk; please send it again."
-RETRY_FIRST_S = 1.0
-RETRY_MAX_S = 60.0
 
 
 class DingTalkChannel:
@@ -103,17 +102,14 @@ class DingTalkChannel:
     async def _check_credentials(self) -> None:
         """Callback mode has no connection of its own: "connected" once DingTalk takes the
         app's credentials (an access token), retried with backoff until it does."""
-        delay = RETRY_FIRST_S
-        while True:
-            try:
-                await self._api.access_token()
-            except DingTalkError as exc:
-                self._failed("connect", exc)
-                await self._sleep(delay)
-                delay = min(delay * 2, RETRY_MAX_S)
-                continue
-            self.status.is_connected = True
-            return
+        await until_it_works(
+            self._api.access_token,
+            what="connect",
+            errors=(DingTalkError,),
+            on_error=self._failed,
+            sleep=self._sleep,
+        )
+        self.status.is_connected = True
 
     # ---- receiving ------------------------------------------------------------------------
 

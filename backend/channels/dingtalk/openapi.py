@@ -22,19 +22,18 @@ from urllib.parse import urlsplit
 import httpx
 
 from backend.channel_settings import DingTalkRobotSettings
+from backend.channels.backoff import Backoff, Sleep
 
 log = logging.getLogger(__name__)
 
 TOKEN_EARLY_S = 300  # refresh a token this long before DingTalk says it expires
 MAX_ATTEMPTS = 5
-RETRY_FIRST_S = 1.0
-RETRY_MAX_S = 30.0
+RETRY_MAX_S = 30.0  # between tries of one call: a reply should not wait minutes
 TIMEOUT = httpx.Timeout(15.0, connect=10.0)
 INVALID_TOKEN = "InvalidAuthentication"  # DingTalk answers it with HTTP 400, not 401
 WEBHOOK_RATE_LIMITED = 130101  # a session webhook's "send too fast"
 DINGTALK_HOSTS = frozenset({"api.dingtalk.com", "oapi.dingtalk.com"})
 
-Sleep = Callable[[float], Awaitable[None]]
 T = TypeVar("T")
 
 
@@ -156,16 +155,15 @@ class DingTalkApi:
         return await self._retried(fetch)
 
     async def _retried(self, call: Callable[[], Awaitable[T]]) -> T:
-        delay = RETRY_FIRST_S
+        backoff = Backoff(sleep=self._sleep, most=RETRY_MAX_S)
         for attempt in range(1, self._attempts + 1):
             try:
                 return await call()
             except DingTalkError as exc:
                 if not exc.retry or attempt == self._attempts:
                     raise
-                log.info("dingtalk: %s; again in %.0f s", exc, delay)
-                await self._sleep(delay)
-                delay = min(delay * 2, RETRY_MAX_S)
+                log.info("dingtalk: %s; trying again", exc)
+                await backoff.wait()
         raise AssertionError("unreachable")
 
     async def _post(

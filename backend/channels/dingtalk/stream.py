@@ -26,6 +26,7 @@ from dingtalk_stream import DingTalkStreamClient as SdkClient
 from dingtalk_stream.version import VERSION_STRING
 
 from backend.channel_settings import DingTalkRobotSettings
+from backend.channels.backoff import Backoff
 from backend.channels.base import ChannelStatus
 
 log = logging.getLogger(__name__)
@@ -34,8 +35,6 @@ OPEN_PATH = "/v1.0/gateway/connections/open"
 OPEN_TIMEOUT = httpx.Timeout(10.0)
 HANDSHAKE_TIMEOUT_S = 10.0
 PING_EVERY_S = 20.0  # a gateway that stops answering pings is dropped after one more interval
-RETRY_FIRST_S = 1.0
-RETRY_MAX_S = 60.0
 
 Keep = Callable[[dict[str, Any]], Awaitable[None]]  # raises when the message was not kept
 OnError = Callable[[str, BaseException], None]
@@ -63,17 +62,16 @@ class StreamConnection:
 
     async def run(self) -> None:
         """Connected until cancelled: each lost connection is opened again, with backoff."""
-        delay = RETRY_FIRST_S
+        backoff = Backoff(sleep=self._sleep)
         while True:
             try:
                 await self._connected()
-                delay = RETRY_FIRST_S  # it was up: the next try need not wait long
+                backoff.reset()  # it was up: the next try need not wait long
             except (OSError, httpx.HTTPError, websockets.WebSocketException, ValueError) as exc:
                 self._on_error("connect", exc)
             finally:
                 self._status.is_connected = False
-            await self._sleep(delay)
-            delay = min(delay * 2, RETRY_MAX_S)
+            await backoff.wait()
 
     async def aclose(self) -> None:
         """After `run()` was cancelled: frames in hand are dropped unacknowledged (DingTalk

@@ -21,6 +21,7 @@ from telegram.error import TelegramError
 from telegram.request import HTTPXRequest
 
 from backend.channel_settings import TelegramBotSettings
+from backend.channels.backoff import until_it_works
 from backend.channels.base import (
     NO_SUCH_BOT,
     ChannelStatus,
@@ -42,8 +43,6 @@ from backend.storage.channel_updates import ChannelUpdate, Finished
 
 CHANNEL = "telegram"
 ALLOWED_UPDATES = ("message", "callback_query")
-RETRY_FIRST_S = 1.0
-RETRY_MAX_S = 60.0
 
 
 class TelegramChannel:
@@ -147,17 +146,12 @@ class TelegramChannel:
 
     async def _with_retries(self, what: str, call: Callable[[], Awaitable[Any]]) -> Any:
         """`call`, retried with backoff while Telegram cannot be reached (recorded in status)."""
-        delay = RETRY_FIRST_S
-        while True:
-            try:
-                result = await call()
-            except (TelegramError, OSError) as exc:
-                self._failed(what, exc)
-                await self._sleep(delay)
-                delay = min(delay * 2, RETRY_MAX_S)
-                continue
-            self.status.is_connected = True
-            return result
+        errors = (TelegramError, OSError)
+        result = await until_it_works(
+            call, what=what, errors=errors, on_error=self._failed, sleep=self._sleep
+        )
+        self.status.is_connected = True
+        return result
 
     # ---- receiving ------------------------------------------------------------------------
 
