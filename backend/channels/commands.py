@@ -13,7 +13,6 @@ from backend.channels.context import ChannelServices
 from backend.memory.base import MemoryEntryNotFound
 from backend.memory.entries import MemoryEntry
 
-COMMANDS = ("start", "help", "new", "stop", "summary", "memory", "forget")
 FORGET_CHOICES = 10
 FORGET_PREFIX = "forget:"
 FORGOTTEN = "Forgotten."
@@ -39,7 +38,7 @@ DESCRIPTIONS = {
 
 @dataclass(frozen=True, slots=True)
 class Command:
-    name: str  # one of COMMANDS, or another word (answered with the help)
+    name: str  # new, stop, summary, memory, forget; any other word is answered with the help
     argument: str = ""
 
 
