@@ -15,11 +15,10 @@ Invariants:
 from __future__ import annotations
 
 import datetime as dt
-import hashlib
 from collections.abc import Sequence
 from typing import Any
 
-from sqlalchemy import Row, Select, delete, func, insert, select
+from sqlalchemy import Row, Select, delete, insert, select
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from backend.memory.base import (
@@ -45,6 +44,7 @@ from backend.memory.entries import (
     with_header,
 )
 from backend.storage.database import Database
+from backend.storage.locks import lock_in
 from backend.storage.tables import memory_entries
 
 VERBATIM_SOURCE = ""
@@ -155,12 +155,7 @@ class DatabaseMemoryStore:
     async def _lock_scope(self, conn: AsyncConnection, tenant_id: str, scope_key: str) -> None:
         """Serialize writers of one scope. SQLite's BEGIN IMMEDIATE already serializes every
         writer; PostgreSQL's READ COMMITTED would let two append_once calls both miss."""
-        if self._database.is_sqlite:
-            return
-        digest = hashlib.sha256(f"tally.memory\0{tenant_id}\0{scope_key}".encode()).digest()
-        await conn.execute(
-            select(func.pg_advisory_xact_lock(int.from_bytes(digest[:8], "big", signed=True)))
-        )
+        await lock_in(conn, "tally.memory", tenant_id, scope_key)
 
 
 def _select_scope(tenant_id: str, scope_key: str) -> Select[Any]:

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 from sqlalchemy.engine import Connection
 
 from backend.storage.database import Database
+from backend.storage.locks import lock_in_sync
 
 if TYPE_CHECKING:
     from alembic.config import Config
@@ -42,6 +43,9 @@ async def migrate(database: Database) -> None:
     """Bring the schema to the newest revision; a no-op when it is already there."""
 
     def upgrade(connection: Connection) -> None:
+        # Processes starting together on an empty database: one migrates, the others wait
+        # here and then find the schema at its newest revision.
+        lock_in_sync(connection, "tally.migrate")
         config = alembic_config(connection)
         from alembic import command
         from alembic.runtime.migration import MigrationContext

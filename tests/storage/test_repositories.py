@@ -18,6 +18,7 @@ from backend.storage.migrate import alembic_config, migrate
 from backend.storage.sessions import SessionRepository
 from backend.storage.tables import tenants
 from backend.storage.tool_conversations import ToolConversationRepository
+from tests.conftest import _reset_postgres
 
 
 @pytest.fixture
@@ -37,6 +38,24 @@ async def test_migrations_are_idempotent_and_create_the_default_tenant(
         revision = (await conn.execute(text("SELECT version_num FROM alembic_version"))).scalar()
     assert rows == ["default"]
     assert revision == ScriptDirectory.from_config(alembic_config()).get_current_head()
+
+
+async def test_processes_starting_together_on_an_empty_database_migrate_it_once(
+    postgres_url: str | None,
+) -> None:
+    if postgres_url is None:
+        pytest.skip("PostgreSQL runs skipped: no server on 127.0.0.1:5432")
+    await _reset_postgres(postgres_url)
+    workers = [Database(postgres_url) for _ in range(4)]  # an engine (a process) each
+    try:
+        # Without the migration lock they deadlock on each other's DDL: fail, do not hang.
+        await asyncio.wait_for(asyncio.gather(*(migrate(w) for w in workers)), timeout=120)
+        async with workers[0].read() as conn:
+            versions = (await conn.execute(text("SELECT version_num FROM alembic_version"))).all()
+            rows = (await conn.execute(select(tenants.c.id))).scalars().all()
+    finally:
+        await asyncio.gather(*(worker.dispose() for worker in workers))
+    assert len(versions) == 1 and rows == ["default"]
 
 
 async def test_session_lifecycle_is_scoped_by_tenant(database: Database) -> None:
