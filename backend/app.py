@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 from collections.abc import AsyncIterator, Iterable
@@ -27,9 +28,10 @@ from backend.api.errors import install_error_handlers
 from backend.api.limits import BodySizeLimit
 from backend.api.request_head import ANY_HOST, LOOPBACK_HOSTS, HostPolicy, RequestHeadCheck
 from backend.composition import ADMIN_KEY_ENV, build_services, run_channels
+from backend.metrics import process_stopped
 from backend.providers.base import ChatProvider
 from backend.resources import frontend_dir
-from backend.settings import Settings
+from backend.settings import Settings, load_settings
 from backend.tools.base import Tool
 
 log = logging.getLogger("tally")
@@ -39,6 +41,40 @@ FRONTEND = frontend_dir()
 # The HTTP parser's bound on a header block still arriving; the request line and line ends
 # come on top of the headers that RequestHeadCheck counts.
 REQUEST_LINE_ALLOWANCE = 16 * 1024
+# `tally serve --workers` tells its workers the address it was given (host, port, is_public).
+LISTEN_ENV = "TALLY_LISTEN"
+
+
+def listening_settings(
+    settings: Settings, *, host: str | None, port: int | None, is_public: bool
+) -> Settings:
+    """The settings with the command line's address. Forced public without keys
+    (`--insecure-public` beyond loopback), callers come by any name, so unless
+    `server.allowed_hosts` names them no Host is refused."""
+    server = settings.server.model_copy(
+        update={
+            "host": host or settings.server.host,
+            "port": settings.server.port if port is None else port,
+        }
+    )
+    is_open = is_public and not server.is_loopback and settings.auth.mode == "none"
+    if is_open and server.allowed_hosts is None:
+        server = server.model_copy(update={"allowed_hosts": ["*"]})
+    return settings.model_copy(update={"server": server})
+
+
+def app_from_environment() -> FastAPI:
+    """The app for a worker process of an ASGI server (`uvicorn --factory
+    backend.app:app_from_environment`, and `tally serve --workers`): the config `TALLY_CONFIG`
+    names (else config.yaml here, else the defaults), at the address in `TALLY_LISTEN`."""
+    listen = json.loads(os.environ.get(LISTEN_ENV) or "{}")
+    settings = listening_settings(
+        load_settings(),
+        host=listen.get("host"),
+        port=listen.get("port"),
+        is_public=bool(listen.get("is_public")),
+    )
+    return create_app(settings)
 
 
 def uvicorn_options(settings: Settings) -> dict[str, Any]:
@@ -100,7 +136,10 @@ def create_app(
                     "%s is not set: no operator key; create tenant keys with `tally keys`",
                     ADMIN_KEY_ENV,
                 )
-            yield
+            try:
+                yield
+            finally:
+                process_stopped()
 
     is_public = is_public_docs(settings)
     app = FastAPI(

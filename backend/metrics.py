@@ -1,12 +1,26 @@
 """Prometheus metrics, in a registry of Tally's own (`GET /metrics` renders it).
 
 Labels hold tenant ids, provider names, error codes and reasons: never message text.
+
+With several workers on one host (`tally serve --workers`), `PROMETHEUS_MULTIPROC_DIR` is set
+before any worker imports `prometheus_client`, which then keeps each process's values in files
+there; `render()` adds up every worker's, whichever of them answers the scrape.
 """
 
 from __future__ import annotations
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+import os
 
+from prometheus_client import (
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    Histogram,
+    generate_latest,
+    multiprocess,
+)
+
+MULTIPROCESS_ENV = "PROMETHEUS_MULTIPROC_DIR"
 REGISTRY = CollectorRegistry(auto_describe=True)
 
 TURNS = Counter(
@@ -52,7 +66,12 @@ COMPACTION_TOKENS = Counter(
     ["tenant", "stage"],
     registry=REGISTRY,
 )
-ACTIVE_STREAMS = Gauge("tally_active_streams", "SSE streams open now", registry=REGISTRY)
+ACTIVE_STREAMS = Gauge(
+    "tally_active_streams",
+    "SSE streams open now",
+    multiprocess_mode="livesum",  # the live workers' streams, added up
+    registry=REGISTRY,
+)
 PROMPT_BUILD_SECONDS = Histogram(
     "tally_prompt_build_seconds",
     "Time to gather window and memory and compile one request",
@@ -65,3 +84,22 @@ CHANNEL_EVENTS = Counter(
     ["tenant", "bot", "event"],
     registry=REGISTRY,
 )
+
+
+def is_multiprocess() -> bool:
+    return bool(os.environ.get(MULTIPROCESS_ENV))
+
+
+def render() -> bytes:
+    """The Prometheus text of this process, or of every worker's on this host."""
+    if not is_multiprocess():
+        return generate_latest(REGISTRY)
+    registry = CollectorRegistry()
+    multiprocess.MultiProcessCollector(registry)  # type: ignore[no-untyped-call]
+    return generate_latest(registry)
+
+
+def process_stopped() -> None:
+    """A worker that stops: its live gauges (streams open) no longer count."""
+    if is_multiprocess():
+        multiprocess.mark_process_dead(os.getpid())  # type: ignore[no-untyped-call]

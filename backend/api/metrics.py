@@ -4,10 +4,10 @@ with `auth.mode: keys` (per-tenant figures are the operator's to see)."""
 from __future__ import annotations
 
 from fastapi import APIRouter, Response
-from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+from prometheus_client import CONTENT_TYPE_LATEST
 
 from backend.api.auth import AdminDep, Forbidden
-from backend.metrics import REGISTRY
+from backend.metrics import render
 
 router = APIRouter(tags=["metrics"])
 
@@ -16,4 +16,4 @@ router = APIRouter(tags=["metrics"])
 async def metrics(admin: AdminDep) -> Response:
     if not admin.is_operator:
         raise Forbidden("metrics cover every tenant: use the operator key")
-    return Response(generate_latest(REGISTRY), media_type=CONTENT_TYPE_LATEST)
+    return Response(render(), media_type=CONTENT_TYPE_LATEST)

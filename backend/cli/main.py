@@ -46,6 +46,12 @@ def _parser() -> argparse.ArgumentParser:
         action="store_true",
         help="listen beyond loopback although auth.mode is none (anyone can chat)",
     )
+    serve.add_argument(
+        "--workers",
+        type=int,
+        default=1,
+        help="worker processes (PostgreSQL and coordination.redis_url; default 1)",
+    )
     serve.set_defaults(command=_serve)
     chat = commands.add_parser("chat", help="chat in the terminal, tokens streamed as they come")
     chat.add_argument("--session", help="continue this session id")
@@ -93,7 +99,11 @@ def _serve(args: argparse.Namespace) -> int:
     from backend.cli.serve import run_server
 
     return run_server(
-        _settings(args), host=args.host, port=args.port, is_public=args.insecure_public
+        _settings(args),
+        host=args.host,
+        port=args.port,
+        is_public=args.insecure_public,
+        workers=args.workers,
     )
 
 

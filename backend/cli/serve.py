@@ -1,44 +1,36 @@
-"""`tally serve`: check everything the config implies, then serve HTTP (one worker).
+"""`tally serve`: check everything the config implies, then serve HTTP, in one process or in
+`--workers N` (PostgreSQL only: SQLite's writers serialize inside one process).
 
 A config that cannot work (an unknown tool, a missing template, a missing key) stops here,
-naming the file, the key path and the reason, before anything listens.
+naming the file, the key path and the reason, before anything listens. Workers are uvicorn's:
+each builds its app with `backend.app:app_from_environment` from the config file and the
+address this command was given, passed on in the environment.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import os
+import shutil
 import sys
+from collections.abc import Mapping
+from pathlib import Path
 
 from backend.settings import Settings
 
 log = logging.getLogger("tally")
 
 
-def listening_settings(
-    settings: Settings, *, host: str | None, port: int | None, is_public: bool
-) -> Settings:
-    """The settings with the command line's address. Forced public without keys
-    (`--insecure-public` beyond loopback), callers come by any name, so unless
-    `server.allowed_hosts` names them no Host is refused."""
-    server = settings.server.model_copy(
-        update={
-            "host": host or settings.server.host,
-            "port": settings.server.port if port is None else port,
-        }
-    )
-    is_open = is_public and not server.is_loopback and settings.auth.mode == "none"
-    if is_open and server.allowed_hosts is None:
-        server = server.model_copy(update={"allowed_hosts": ["*"]})
-    return settings.model_copy(update={"server": server})
-
-
-def run_server(settings: Settings, *, host: str | None, port: int | None, is_public: bool) -> int:
+def run_server(
+    settings: Settings, *, host: str | None, port: int | None, is_public: bool, workers: int = 1
+) -> int:
     import uvicorn
 
-    from backend.app import create_app, uvicorn_options
+    from backend.app import create_app, listening_settings, uvicorn_options
     from backend.composition import check_settings
 
+    listen = {"host": host, "port": port, "is_public": is_public}
     settings = listening_settings(settings, host=host, port=port, is_public=is_public)
     server = settings.server
     if settings.auth.mode == "none" and not server.is_loopback and not is_public:
@@ -48,21 +40,53 @@ def run_server(settings: Settings, *, host: str | None, port: int | None, is_pub
             file=sys.stderr,
         )
         return 2
+    problem = workers_problem(settings, workers)
+    if problem:
+        print(f"tally: {problem}", file=sys.stderr)
+        return 2
     asyncio.run(check_settings(settings))
-    app = create_app(settings)
-    log.info(
-        "serving on http://%s:%s (database %s)",
-        server.host,
-        server.port,
-        settings.database.url.split("://")[0],
-    )
-    # One worker: SQLite's writers serialize in-process (see storage/database.py).
+    options = {"log_level": "info", "access_log": False, **uvicorn_options(settings)}
+    where = (server.host, server.port, settings.database.url.split("://")[0])
+    if workers == 1:
+        log.info("serving on http://%s:%s (database %s)", *where)
+        uvicorn.run(create_app(settings), host=server.host, port=server.port, **options)
+        return 0
+    _prepare_workers(settings, listen)
+    log.info("serving on http://%s:%s with %s workers (database %s)", *where[:2], workers, where[2])
     uvicorn.run(
-        app,
+        "backend.app:app_from_environment",
+        factory=True,
+        workers=workers,
         host=server.host,
         port=server.port,
-        log_level="info",
-        access_log=False,
-        **uvicorn_options(settings),
+        **options,
     )
     return 0
+
+
+def workers_problem(settings: Settings, workers: int) -> str | None:
+    if workers < 1:
+        return "--workers takes a number of processes, 1 or more"
+    if workers > 1 and settings.database.url.startswith("sqlite"):
+        return (
+            f"--workers {workers} needs PostgreSQL (database.url): SQLite's writers serialize "
+            "inside one process, so run one worker on SQLite"
+        )
+    return None
+
+
+def _prepare_workers(settings: Settings, listen: Mapping[str, object]) -> None:
+    """What each worker process reads at start: the config file, the address, and a fresh
+    folder for the workers' shared metrics (stale files would add to the counters)."""
+    import json
+
+    from backend.app import LISTEN_ENV
+    from backend.metrics import MULTIPROCESS_ENV
+
+    if Path(settings.source).is_file():  # else the built-in defaults, in every worker too
+        os.environ["TALLY_CONFIG"] = settings.source
+    os.environ[LISTEN_ENV] = json.dumps(listen)
+    folder = Path(settings.data_dir) / "metrics"
+    shutil.rmtree(folder, ignore_errors=True)
+    folder.mkdir(parents=True)
+    os.environ[MULTIPROCESS_ENV] = str(folder)

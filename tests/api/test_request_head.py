@@ -15,8 +15,7 @@ import httpx
 import pytest
 
 from backend.api.request_head import host_name
-from backend.app import create_app, host_policy
-from backend.cli.serve import listening_settings
+from backend.app import create_app, host_policy, listening_settings
 from backend.providers.scripted import ScriptedProvider
 from tests.api.test_auth import ADMIN_KEY, bearer, make_tenant
 from tests.conftest import make_settings, serve

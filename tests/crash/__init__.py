@@ -96,7 +96,13 @@ class TallyProcess:
     """One `python -m backend serve` process. The `with` block waits for `/api/health` and
     always ends the process (SIGTERM, then SIGKILL) unless it has died already."""
 
-    def __init__(self, files: ServerFiles, *, failpoints: tuple[str, ...] = ()) -> None:
+    def __init__(
+        self,
+        files: ServerFiles,
+        *,
+        failpoints: tuple[str, ...] = (),
+        serve_args: tuple[str, ...] = (),
+    ) -> None:
         self.files = files
         self.port = free_port()
         self.base_url = f"http://127.0.0.1:{self.port}"
@@ -104,7 +110,7 @@ class TallyProcess:
         if failpoints:
             env["TALLY_FAILPOINTS"] = ",".join(failpoints)
         command = [sys.executable, "-m", "backend", "--config", str(files.config)]
-        command += ["serve", "--port", str(self.port)]
+        command += ["serve", "--port", str(self.port), *serve_args]
         with files.log.open("a", encoding="utf-8") as log:
             log.write(f"\n==== {' '.join(command[1:])} (failpoints: {failpoints or 'none'})\n")
             log.flush()

@@ -1,0 +1,76 @@
+"""`tally serve --workers N`: several processes on one PostgreSQL database behind one port. Each
+worker answers; `/metrics` adds up every worker's figures, whichever answers the scrape. On
+SQLite, the command refuses before anything listens."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import yaml
+
+from backend.cli.main import main
+from tests.conftest import _reset_postgres
+from tests.crash import ServerFiles, TallyProcess, create_session, send_turn, write_config
+from tests.fakes.openai_server import FakeOpenAIServer
+
+
+@pytest.fixture
+def upstream() -> Iterator[FakeOpenAIServer]:
+    with FakeOpenAIServer() as server:
+        yield server
+
+
+@pytest.fixture
+async def postgres(postgres_url: str | None) -> str:
+    if postgres_url is None:
+        pytest.skip("PostgreSQL runs skipped: no server on 127.0.0.1:5432")
+    await _reset_postgres(postgres_url)
+    return postgres_url
+
+
+def on_postgres(files: ServerFiles, url: str) -> ServerFiles:
+    config = yaml.safe_load(files.config.read_text(encoding="utf-8"))
+    config["database"] = {"url": url}
+    files.config.write_text(yaml.safe_dump(config), encoding="utf-8")
+    return files
+
+
+def turns_counted(metrics: str) -> float:
+    return sum(
+        float(line.rsplit(" ", 1)[1])
+        for line in metrics.splitlines()
+        if line.startswith("tally_turns_total{")
+    )
+
+
+def workers_with_counters(files: ServerFiles) -> int:
+    """How many worker processes have recorded a counter (one file per process)."""
+    return len(list((files.data_dir / "metrics").glob("counter_*.db")))
+
+
+def test_two_workers_answer_on_one_port_and_metrics_add_up(
+    upstream: FakeOpenAIServer, postgres: str, tmp_path: Path
+) -> None:
+    files = on_postgres(write_config(tmp_path, upstream_url=upstream.base_url), postgres)
+    sent = 0
+    with TallyProcess(files, serve_args=("--workers", "2")) as server:
+        # Each turn on a connection of its own: the kernel hands them to either worker.
+        while workers_with_counters(files) < 2 and sent < 200:
+            with server.client() as client:
+                send_turn(client, create_session(client), f"hello {sent}")
+            sent += 1
+        with server.client() as client:
+            scrapes = [turns_counted(client.get("/metrics").text) for _ in range(4)]
+    assert workers_with_counters(files) == 2, f"one worker answered all {sent} turns"
+    assert scrapes == [sent] * 4
+
+
+def test_workers_are_refused_on_sqlite(
+    upstream: FakeOpenAIServer, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    files = write_config(tmp_path, upstream_url=upstream.base_url)
+    code = main(["--config", str(files.config), "serve", "--workers", "2"])
+    assert code == 2
+    assert "--workers 2 needs PostgreSQL" in capsys.readouterr().err  # before it listens
