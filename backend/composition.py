@@ -32,6 +32,7 @@ from backend.chat.tokens import TokenCounter
 from backend.chat.turn import TurnRunner
 from backend.chat.turn_lock import SessionLocks
 from backend.chat.window import WindowPolicy
+from backend.coordination.choice import open_coordinator
 from backend.errors import ConfigError
 from backend.memory.base import MemoryStore
 from backend.memory.database_store import DatabaseMemoryStore
@@ -120,12 +121,14 @@ async def build_services(
             build=factory.runtime,
         )
         tool_conversations = ToolConversationRepository(database)
+        coordinator = open_coordinator(settings.coordination)
         turns = TurnRunner(
             messages=factory.messages,
             tool_conversations=tool_conversations,
             locks=SessionLocks(database),
             runtimes=runtimes,
             token_quota=TokenQuota(usage),
+            coordinator=coordinator,
         )
         services = Services(
             settings=settings,
@@ -139,6 +142,7 @@ async def build_services(
             api_keys=api_keys,
             authenticator=Authenticator(api_keys, admin_key=os.environ.get(ADMIN_KEY_ENV)),
             usage=usage,
+            coordinator=coordinator,
             runtimes=runtimes,
             turns=turns,
             chat=ChatService(
@@ -146,7 +150,7 @@ async def build_services(
                 messages=factory.messages,
                 turns=turns,
                 runtimes=runtimes,
-                rate_limiter=RequestRateLimiter(),
+                rate_limiter=RequestRateLimiter(coordinator.rate_storage),
                 max_message_chars=settings.server.max_message_chars,
             ),
             provider_outcomes=outcomes,
@@ -157,11 +161,13 @@ async def build_services(
         if database.is_sqlite:  # one process per database: leases left are a crash's
             await factory.jobs.release_leases()
         await _resume_summaries(factory.jobs, runtimes)
+        await coordinator.open(turns.cancel_here)
         try:
             yield services
         finally:
             await services.turns.aclose()
             await runtimes.aclose()
+            await coordinator.aclose()
     finally:
         await database.dispose()
 

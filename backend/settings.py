@@ -19,6 +19,7 @@ from pydantic import (
     PrivateAttr,
     ValidationError,
     field_validator,
+    model_validator,
 )
 
 from backend.channel_settings import ChannelSettings, bot_name_problems
@@ -191,6 +192,26 @@ class ToolSettings(Strict):
     timeout_s: float = Field(30.0, gt=0)
 
 
+class CoordinationSettings(Strict):
+    """What several Tally processes share besides the database (README: Deployment)."""
+
+    redis_url: str | None = None  # redis://host:6379/0; required for several workers or hosts
+    redis_password_env: EnvName | None = None  # the password, never in the URL
+    key_prefix: str = Field("tally", pattern=r"^[A-Za-z0-9_.:-]{1,64}$")  # to share a Redis
+
+    @model_validator(mode="after")
+    def _url_is_redis(self) -> CoordinationSettings:
+        url = self.redis_url
+        if url is not None and not url.startswith(("redis://", "rediss://")):
+            raise ValueError("redis_url is a redis:// (or rediss://) URL")
+        if url is not None and "@" in url.split("/")[2]:
+            raise ValueError("keep the password out of redis_url: name it in redis_password_env")
+        return self
+
+    def redis_password(self) -> str | None:
+        return os.environ.get(self.redis_password_env) if self.redis_password_env else None
+
+
 class QuotaSettings(Strict):
     requests_per_minute: int | None = Field(None, ge=1)
     tokens_per_day: int | None = Field(None, ge=1)
@@ -208,6 +229,7 @@ class Settings(Strict):
     compaction: CompactionSettings = CompactionSettings()
     tools: ToolSettings = ToolSettings()
     quotas: QuotaSettings = QuotaSettings()
+    coordination: CoordinationSettings = CoordinationSettings()
     channels: dict[str, ChannelSettings] = Field(default_factory=dict)  # the default tenant's
     tenants: dict[str, dict[str, Any]] = Field(default_factory=dict)
     prompts_dir: str = "prompts"

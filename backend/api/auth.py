@@ -68,7 +68,7 @@ async def current_tenant(services: ServicesDep, principal: PrincipalDep) -> str:
     """The caller's tenant, once its request fits the tenant's requests-per-minute limit."""
     tenant_id = chat_tenant(principal)
     runtime = await services.runtimes.get(tenant_id)
-    services.chat.admit(tenant_id, per_minute=runtime.settings.quotas.requests_per_minute)
+    await services.chat.admit(tenant_id, per_minute=runtime.settings.quotas.requests_per_minute)
     return tenant_id
 
 

@@ -129,5 +129,5 @@ async def _event_stream(
 async def cancel(session_id: str, services: ServicesDep, tenant_id: TenantDep) -> CancelResponse:
     await services.sessions.get(tenant_id=tenant_id, session_id=session_id)
     return CancelResponse(
-        cancelled=services.chat.cancel(tenant_id=tenant_id, session_id=session_id)
+        cancelled=await services.chat.cancel(tenant_id=tenant_id, session_id=session_id)
     )

@@ -137,7 +137,7 @@ class Commands:
 
     async def _stop(self, chat: ChatRef) -> CommandReply:
         session = await self._session(chat)
-        if session is None or not self._services.chat.cancel(
+        if session is None or not await self._services.chat.cancel(
             tenant_id=chat.tenant_id, session_id=session
         ):
             return CommandReply("Nothing is being written right now.")

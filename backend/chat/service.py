@@ -36,7 +36,7 @@ class ChatService:
         input, the request limit, an unknown session named) raise before anything is stored."""
         user_input = check_user_input(inbound.user_input, max_chars=self._max_message_chars)
         runtime = await self._runtimes.get(inbound.tenant_id)
-        self.admit(inbound.tenant_id, per_minute=runtime.settings.quotas.requests_per_minute)
+        await self.admit(inbound.tenant_id, per_minute=runtime.settings.quotas.requests_per_minute)
         key = idempotency_key(inbound)
         session_id = await self._session_id(inbound, key)
         return self._turns.start(
@@ -49,12 +49,12 @@ class ChatService:
             )
         )
 
-    def admit(self, tenant_id: str, *, per_minute: int | None) -> None:
+    async def admit(self, tenant_id: str, *, per_minute: int | None) -> None:
         """Count one request against the tenant's requests-per-minute limit (RateLimited)."""
-        self._rate_limiter.admit(tenant_id, per_minute=per_minute)
+        await self._rate_limiter.admit(tenant_id, per_minute=per_minute)
 
-    def cancel(self, *, tenant_id: str, session_id: str) -> bool:
-        return self._turns.cancel(tenant_id=tenant_id, session_id=session_id)
+    async def cancel(self, *, tenant_id: str, session_id: str) -> bool:
+        return await self._turns.cancel(tenant_id=tenant_id, session_id=session_id)
 
     async def _session_id(self, inbound: InboundMessage, key: str | None) -> str:
         """The session named, else the one a retried message landed in, else the platform

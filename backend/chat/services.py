@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from backend.chat.runtime import RuntimeRegistry
 from backend.chat.service import ChatService
 from backend.chat.turn import TurnRunner
+from backend.coordination.base import Coordinator
 from backend.memory.base import MemoryStore
 from backend.providers.outcomes import ProviderOutcomes
 from backend.settings import Settings
@@ -37,4 +38,5 @@ class Services:
     chat: ChatService  # the one entry for every turn
     authenticator: Authenticator
     usage: UsageRepository
+    coordinator: Coordinator
     provider_outcomes: ProviderOutcomes = field(default_factory=ProviderOutcomes)

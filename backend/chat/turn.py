@@ -19,6 +19,7 @@ from backend.chat.observability import observe_turn_event
 from backend.chat.runtime import RuntimeRegistry, TenantRuntime
 from backend.chat.tool_loop import LoopOutcome, run_tool_loop
 from backend.chat.turn_lock import SessionLocks
+from backend.coordination.base import Coordinator
 from backend.domain.events import (
     TextDelta,
     ToolCallRecord,
@@ -114,8 +115,10 @@ class TurnRunner:
         locks: SessionLocks,
         runtimes: RuntimeRegistry,
         token_quota: TokenQuota,
+        coordinator: Coordinator,
     ) -> None:
         self._messages = messages
+        self._coordinator = coordinator
         self._tool_conversations = tool_conversations
         self._locks = locks
         self._runtimes = runtimes
@@ -133,9 +136,15 @@ class TurnRunner:
         task.add_done_callback(self._tasks.discard)
         return handle
 
-    def cancel(self, *, tenant_id: str, session_id: str) -> bool:
-        """Cancel the turn in flight in a session (or the next, while it waits for the lock);
-        False when there is none."""
+    async def cancel(self, *, tenant_id: str, session_id: str) -> bool:
+        """Cancel the turn in flight in a session (or the next, while it waits for the lock),
+        in this process or in the one that runs it; False when there is none."""
+        if self.cancel_here(tenant_id, session_id):
+            return True
+        return await self._coordinator.cancel_elsewhere(tenant_id, session_id)
+
+    def cancel_here(self, tenant_id: str, session_id: str) -> bool:
+        """`cancel`, for a turn this process runs (also when another process asks)."""
         handles = self._running.get((tenant_id, session_id))
         if not handles:
             return False
@@ -151,6 +160,7 @@ class TurnRunner:
         request = handle.request
         key = (request.tenant_id, request.session_id)
         try:
+            await self._coordinator.turn_started(*key)
             async with self._locks.hold(tenant_id=key[0], session_id=key[1]):
                 await self._run_locked(handle)
         except TallyError as exc:
@@ -169,6 +179,7 @@ class TurnRunner:
                 handle.emit(TurnFailed(fault.code, fault.message, fault.status, fault.retry_after))
         finally:
             self._forget(key, handle)
+            await self._coordinator.turn_ended(*key)
 
     def _forget(self, key: tuple[str, str], handle: TurnHandle) -> None:
         handles = self._running[key]

@@ -1,21 +1,28 @@
-"""Per-tenant limits: requests per minute (a sliding window) and tokens per UTC day.
+"""Per-tenant limits: requests per minute (a moving window) and tokens per UTC day.
 
-Both answer 429 with `Retry-After`. The request window lives in this process (several
-workers each allow the limit); the token count comes from the `usage` table, so it is shared.
+Both answer 429 with `Retry-After`. The request window is the `limits` library's, kept where
+the coordinator says (in memory for one process, in Redis for several, exact across them); the
+token count comes from the `usage` table, so it is shared too.
 """
 
 from __future__ import annotations
 
+import logging
 import math
 import time
-from collections import deque
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
+
+from limits import RateLimitItemPerMinute
+from limits.aio.storage import Storage
+from limits.aio.strategies import MovingWindowRateLimiter
+from limits.errors import StorageError
+from redis.exceptions import RedisError
 
 from backend.errors import TallyError
 from backend.storage.usage import UsageRepository
 
-WINDOW_S = 60.0
+log = logging.getLogger(__name__)
 
 
 class RateLimited(TallyError):
@@ -28,25 +35,28 @@ class RateLimited(TallyError):
 
 
 class RequestRateLimiter:
-    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
-        self._clock = clock
-        self._recent: dict[str, deque[float]] = {}
+    def __init__(self, storage: Storage) -> None:
+        self._limiter = MovingWindowRateLimiter(storage)
 
-    def admit(self, tenant_id: str, *, per_minute: int | None) -> None:
-        """Count one request, or raise RateLimited when the last minute is full."""
+    async def admit(self, tenant_id: str, *, per_minute: int | None) -> None:
+        """Count one request, or raise RateLimited when the last minute is full. Counting that
+        cannot be done (Redis unreachable) admits the request: the limit guards cost, and
+        health says coordination is down."""
         if per_minute is None:
             return
-        now = self._clock()
-        recent = self._recent.setdefault(tenant_id, deque())
-        while recent and recent[0] <= now - WINDOW_S:
-            recent.popleft()
-        if len(recent) >= per_minute:
-            retry_after = max(recent[0] + WINDOW_S - now, 0.001)
-            raise RateLimited(
-                f"more than {per_minute} requests in a minute; retry in {math.ceil(retry_after)} s",
-                retry_after=retry_after,
-            )
-        recent.append(now)
+        limit = RateLimitItemPerMinute(per_minute)
+        try:
+            if await self._limiter.hit(limit, "tally.requests", tenant_id):
+                return
+            stats = await self._limiter.get_window_stats(limit, "tally.requests", tenant_id)
+        except (RedisError, StorageError, OSError) as exc:
+            log.warning("requests-per-minute not counted: %s", exc, extra={"tenant": tenant_id})
+            return
+        retry_after = max(stats.reset_time - time.time(), 0.001)
+        raise RateLimited(
+            f"more than {per_minute} requests in a minute; retry in {math.ceil(retry_after)} s",
+            retry_after=retry_after,
+        )
 
 
 class TokenQuota:

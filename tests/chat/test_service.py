@@ -104,11 +104,11 @@ async def test_a_stop_sent_right_after_the_message_stops_its_turn(services: Serv
     """The turn may still wait for its session lock: a cancel then must not say "nothing"."""
     handle = await services.chat.start(message("write a lot", external_key="bot:9"))
     session_id = handle.request.session_id
-    assert services.chat.cancel(tenant_id=TENANT, session_id=session_id)
+    assert await services.chat.cancel(tenant_id=TENANT, session_id=session_id)
     end = await handle.result()
     stored = await services.messages.window(
         tenant_id=TENANT, session_id=session_id, start_id=0, limit=10
     )
     assert isinstance(end, TurnFailed) and end.code == "cancelled"
     assert [(m.role, m.content) for m in stored] == [("user", "write a lot")]
-    assert not services.chat.cancel(tenant_id=TENANT, session_id=session_id)  # it has ended
+    assert not await services.chat.cancel(tenant_id=TENANT, session_id=session_id)  # ended

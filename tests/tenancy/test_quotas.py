@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
+from limits.aio.storage import MemoryStorage
 
 from backend.app import create_app
 from backend.providers.scripted import ScriptedProvider
@@ -25,19 +27,20 @@ class Clock:
         return self.now
 
 
-def test_requests_per_minute_slide_with_the_clock() -> None:
-    clock = Clock()
-    limiter = RequestRateLimiter(clock)
+async def test_requests_per_minute_slide_with_the_clock(monkeypatch: pytest.MonkeyPatch) -> None:
+    clock = Clock(1_800_000_000.0)
+    monkeypatch.setattr(time, "time", clock)  # the limiter's window and our Retry-After
+    limiter = RequestRateLimiter(MemoryStorage())
     for _ in range(3):
-        limiter.admit("acme", per_minute=3)
+        await limiter.admit("acme", per_minute=3)
         clock.now += 10
     with pytest.raises(RateLimited) as caught:
-        limiter.admit("acme", per_minute=3)
+        await limiter.admit("acme", per_minute=3)
     assert caught.value.status == 429 and caught.value.retry_after == pytest.approx(30)
-    limiter.admit("globex", per_minute=3)  # another tenant has its own window
+    await limiter.admit("globex", per_minute=3)  # another tenant has its own window
     clock.now += 30.001  # the first request leaves the window
-    limiter.admit("acme", per_minute=3)
-    limiter.admit("acme", per_minute=None)  # no limit configured
+    await limiter.admit("acme", per_minute=3)
+    await limiter.admit("acme", per_minute=None)  # no limit configured
 
 
 async def test_token_quota_renews_at_utc_midnight(database_url: str) -> None:

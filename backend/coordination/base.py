@@ -1,0 +1,49 @@
+"""What moves between Tally processes sharing one PostgreSQL database (several workers, several
+hosts): a cancel for a turn another process runs, and the per-tenant requests-per-minute
+window. One process alone keeps both in memory (`LocalCoordinator`); several share them through
+Redis (`coordination.redis_url`, `RedisCoordinator`). Everything stored stays in the database."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Protocol
+
+from limits.aio.storage import Storage
+
+from backend.errors import TallyError
+
+# Cancels what this process runs of a session's turns; False when it runs none.
+CancelHere = Callable[[str, str], bool]
+
+
+class CoordinationUnavailable(TallyError):
+    code = "coordination_unavailable"
+    status = 503
+    retry_after = 5.0
+
+
+class Coordinator(Protocol):
+    kind: str  # "local" or "redis"
+
+    @property
+    def rate_storage(self) -> Storage:
+        """Where the requests-per-minute windows are counted."""
+        ...
+
+    async def open(self, cancel_here: CancelHere) -> None:
+        """Start hearing cancels other processes send for turns this one runs."""
+
+    async def turn_started(self, tenant_id: str, session_id: str) -> None:
+        """This process now runs (or waits to run) a turn of the session."""
+
+    async def turn_ended(self, tenant_id: str, session_id: str) -> None:
+        """This process runs no more turns of the session."""
+
+    async def cancel_elsewhere(self, tenant_id: str, session_id: str) -> bool:
+        """Ask the other processes running a turn of the session to cancel it; whether one
+        could be asked. CoordinationUnavailable when they cannot be reached."""
+
+    async def problem(self) -> str | None:
+        """Why the processes cannot coordinate now, for health; None when they can."""
+
+    async def aclose(self) -> None: ...

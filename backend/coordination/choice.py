@@ -1,0 +1,17 @@
+"""Which coordinator a config asks for."""
+
+from __future__ import annotations
+
+from backend.coordination.base import Coordinator
+from backend.coordination.local import LocalCoordinator
+from backend.coordination.redis import RedisCoordinator
+from backend.settings import CoordinationSettings
+
+
+def open_coordinator(settings: CoordinationSettings) -> Coordinator:
+    """Redis when config.yaml names one (several processes), else this process alone."""
+    if settings.redis_url is None:
+        return LocalCoordinator()
+    return RedisCoordinator(
+        settings.redis_url, prefix=settings.key_prefix, password=settings.redis_password()
+    )

@@ -1,0 +1,139 @@
+"""Several processes, through Redis (`coordination.redis_url`).
+
+A turn's cancel finds its owner wherever the request lands: each process names itself (a random
+id) and keeps, per session it runs turns of, its id in a Redis set; a cancel is published on
+the channel of each id in the set. A process that died hears nothing: PUBLISH reaches no
+subscriber, and its id is taken out of the set. The requests-per-minute windows are the `limits`
+library's moving windows in Redis, exact across processes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import uuid
+
+import redis.asyncio as aioredis
+from limits.aio.storage import RedisStorage, Storage
+from redis.exceptions import RedisError
+
+from backend.coordination.base import CancelHere, CoordinationUnavailable
+
+log = logging.getLogger(__name__)
+
+TIMEOUT_S = 5.0
+TURN_SET_TTL_S = 24 * 3600  # a crashed process's entries go by themselves
+LISTEN_RETRY_S = 1.0
+
+
+class RedisCoordinator:
+    kind = "redis"
+
+    def __init__(self, url: str, *, prefix: str = "tally", password: str | None = None) -> None:
+        self.process_id = uuid.uuid4().hex
+        self._prefix = prefix
+        options: dict[str, float | str] = {
+            "socket_timeout": TIMEOUT_S,
+            "socket_connect_timeout": TIMEOUT_S,
+        }
+        if password is not None:
+            options["password"] = password
+        self._redis = aioredis.from_url(url, decode_responses=True, **options)
+        self._storage = RedisStorage(  # the same options, for the limiter's own connections
+            f"async+{url}",
+            implementation="redispy",
+            key_prefix=f"{prefix}:rate",
+            **options,  # type: ignore[arg-type]
+        )
+        self._listener: asyncio.Task[None] | None = None
+        # This process's turns per session; one lock so that set entries are added and taken
+        # out in the order turns start and end (a Redis call each, and only at 0 ↔ 1).
+        self._turns: dict[str, int] = {}
+        self._turns_lock = asyncio.Lock()
+
+    @property
+    def rate_storage(self) -> Storage:
+        return self._storage
+
+    async def open(self, cancel_here: CancelHere) -> None:
+        self._listener = asyncio.create_task(self._listen(cancel_here), name="coordination")
+
+    async def turn_started(self, tenant_id: str, session_id: str) -> None:
+        key = self._turns_key(tenant_id, session_id)
+        async with self._turns_lock:
+            self._turns[key] = self._turns.get(key, 0) + 1
+            if self._turns[key] > 1:
+                return
+            try:
+                async with self._redis.pipeline(transaction=True) as pipe:
+                    pipe.sadd(key, self.process_id)
+                    pipe.expire(key, TURN_SET_TTL_S)
+                    await pipe.execute()
+            except RedisError as exc:  # the turn runs on; only a cancel from elsewhere misses it
+                log.warning("coordination: cannot record a running turn: %s", exc)
+
+    async def turn_ended(self, tenant_id: str, session_id: str) -> None:
+        key = self._turns_key(tenant_id, session_id)
+        async with self._turns_lock:
+            if key not in self._turns:  # its start was cut short (the server is stopping)
+                return
+            self._turns[key] -= 1
+            if self._turns[key] > 0:
+                return
+            del self._turns[key]
+            try:
+                await self._redis.srem(key, self.process_id)
+            except RedisError as exc:
+                log.warning("coordination: cannot record a turn's end: %s", exc)
+
+    async def cancel_elsewhere(self, tenant_id: str, session_id: str) -> bool:
+        key = self._turns_key(tenant_id, session_id)
+        message = json.dumps({"tenant": tenant_id, "session": session_id})
+        try:
+            owners = {str(owner) for owner in await self._redis.smembers(key)}
+            reached = False
+            for owner in owners - {self.process_id}:
+                if await self._redis.publish(self._channel(owner), message):
+                    reached = True
+                else:  # nobody listens: the process is gone
+                    await self._redis.srem(key, owner)
+        except RedisError as exc:
+            raise CoordinationUnavailable(f"Redis cannot be reached to cancel: {exc}") from exc
+        return reached
+
+    async def problem(self) -> str | None:
+        try:
+            await self._redis.ping()
+        except RedisError as exc:
+            return f"Redis: {exc}"
+        return None
+
+    async def aclose(self) -> None:
+        if self._listener is not None:
+            self._listener.cancel()
+            await asyncio.gather(self._listener, return_exceptions=True)
+        await self._redis.aclose()
+
+    async def _listen(self, cancel_here: CancelHere) -> None:
+        """Cancels sent to this process, for as long as it runs (Redis lost: subscribed again)."""
+        while True:
+            pubsub = self._redis.pubsub()
+            try:
+                await pubsub.subscribe(self._channel(self.process_id))
+                while True:
+                    message = await pubsub.get_message(ignore_subscribe_messages=True, timeout=1.0)
+                    if message is not None:
+                        asked = json.loads(message["data"])
+                        cancel_here(asked["tenant"], asked["session"])
+            except RedisError as exc:
+                log.warning("coordination: not hearing cancels (%s); retrying", exc)
+                await asyncio.sleep(LISTEN_RETRY_S)
+            finally:
+                await pubsub.aclose()  # type: ignore[no-untyped-call]
+
+    def _turns_key(self, tenant_id: str, session_id: str) -> str:
+        return f"{self._prefix}:turns:{tenant_id}:{session_id}"
+
+    def _channel(self, process_id: str) -> str:
+        return f"{self._prefix}:cancel:{process_id}"
