@@ -7,6 +7,7 @@ import asyncio
 import os
 import socket
 import subprocess
+import uuid
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -44,6 +45,37 @@ def _postgres_url() -> str | None:
 
 
 POSTGRES_URL = _postgres_url()
+DEFAULT_REDIS_URL = "redis://127.0.0.1:6379/0"
+
+
+def _redis_url() -> str | None:
+    url = os.environ.get("TALLY_TEST_REDIS_URL", DEFAULT_REDIS_URL)
+    parts = urlsplit(url)
+    try:
+        with socket.create_connection((parts.hostname or "127.0.0.1", parts.port or 6379), 0.3):
+            return url
+    except OSError:
+        return None
+
+
+REDIS_URL = _redis_url()
+
+
+@pytest.fixture
+def redis_url() -> str:
+    """A reachable Redis (TALLY_TEST_REDIS_URL, else 127.0.0.1:6379), or the test is skipped."""
+    if REDIS_URL is None:
+        pytest.skip(
+            "Redis runs skipped: no server on 127.0.0.1:6379 "
+            "(set TALLY_TEST_REDIS_URL to point the suite at one)"
+        )
+    return REDIS_URL
+
+
+@pytest.fixture
+def redis_prefix() -> str:
+    """Keys of this test's own: concurrent runs and tests never share them."""
+    return f"tally-test-{os.getpid()}-{uuid.uuid4().hex[:8]}"
 
 
 async def _create_database(url: str, name: str, *, drop: bool = False) -> None:

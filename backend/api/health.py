@@ -58,10 +58,14 @@ async def health(
     outcomes = services.provider_outcomes
     latest = outcomes.latest(runtime.model.provider)
     is_provider_failing = latest is not None and not latest.is_ok
+    coordination_problem = await services.coordinator.problem()
+    is_ok = database == "ok" and not is_provider_failing and coordination_problem is None
     return HealthPublic(
-        status="ok" if database == "ok" and not is_provider_failing else "degraded",
+        status="ok" if is_ok else "degraded",
         database=database,
         database_problem=database_problem,
+        coordination=services.coordinator.kind,
+        coordination_problem=coordination_problem,
         provider=runtime.model.provider,
         model=runtime.model.name,
         providers=[

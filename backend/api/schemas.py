@@ -154,11 +154,15 @@ class ChannelHealthPublic(BaseModel):
 
 class HealthPublic(BaseModel):
     status: Literal["ok", "degraded"] = Field(
-        description="degraded when the database is unavailable (HTTP 503) or the default "
-        "model's provider failed its latest call (HTTP 200)"
+        description="degraded when the database is unavailable (HTTP 503), or Redis cannot be "
+        "reached, or the default model's provider failed its latest call (HTTP 200)"
     )
     database: Literal["ok", "unavailable"]
     database_problem: str | None = None  # why it is unavailable: the driver's words, no data
+    coordination: Literal["local", "redis"] = Field(
+        "local", description="how processes share cancels and rate windows (README: Deployment)"
+    )
+    coordination_problem: str | None = None  # Redis cannot be reached: why (status degraded)
     provider: str
     model: str
     providers: list[ProviderHealthPublic]

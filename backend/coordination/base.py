@@ -6,7 +6,7 @@ Redis (`coordination.redis_url`, `RedisCoordinator`). Everything stored stays in
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Protocol
+from typing import Literal, Protocol
 
 from limits.aio.storage import Storage
 
@@ -23,7 +23,8 @@ class CoordinationUnavailable(TallyError):
 
 
 class Coordinator(Protocol):
-    kind: str  # "local" or "redis"
+    @property
+    def kind(self) -> Literal["local", "redis"]: ...
 
     @property
     def rate_storage(self) -> Storage:

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+from typing import Literal
+
 from limits.aio.storage import MemoryStorage, Storage
 
 from backend.coordination.base import CancelHere
 
 
 class LocalCoordinator:
-    kind = "local"
+    kind: Literal["local"] = "local"
 
     def __init__(self) -> None:
         self._storage = MemoryStorage()

@@ -13,6 +13,7 @@ import asyncio
 import json
 import logging
 import uuid
+from typing import Literal
 
 import redis.asyncio as aioredis
 from limits.aio.storage import RedisStorage, Storage
@@ -28,7 +29,7 @@ LISTEN_RETRY_S = 1.0
 
 
 class RedisCoordinator:
-    kind = "redis"
+    kind: Literal["redis"] = "redis"
 
     def __init__(self, url: str, *, prefix: str = "tally", password: str | None = None) -> None:
         self.process_id = uuid.uuid4().hex
