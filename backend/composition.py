@@ -28,6 +28,7 @@ from backend.chat.runtime import RuntimeRegistry, TenantRuntime
 from backend.chat.service import ChatService
 from backend.chat.services import Services
 from backend.chat.summarizer import Summarizer, SummaryModel
+from backend.chat.summary_resume import SummaryResumer
 from backend.chat.tokens import TokenCounter
 from backend.chat.turn import TurnRunner
 from backend.chat.turn_lock import SessionLocks
@@ -160,11 +161,15 @@ async def build_services(
             await tenants.ensure(tenant_id=tenant_id)
         if database.is_sqlite:  # one process per database: leases left are a crash's
             await factory.jobs.release_leases()
-        await _resume_summaries(factory.jobs, runtimes)
+        resumer = SummaryResumer(factory.jobs, runtimes)
+        await resumer.resume()
         await coordinator.open(turns.cancel_here)
+        if not database.is_sqlite:  # one process on SQLite: its restart resumes everything
+            resumer.sweep_every(settings.memory.lease_s)
         try:
             yield services
         finally:
+            await resumer.aclose()
             await services.turns.aclose()
             await runtimes.aclose()
             await coordinator.aclose()
@@ -232,13 +237,6 @@ async def _stored_overrides(tenants: TenantRepository, tenant_id: str) -> dict[s
         return (await tenants.get(tenant_id=tenant_id)).settings
     except TenantNotFound:
         return {}
-
-
-async def _resume_summaries(jobs: OverflowJobRepository, runtimes: RuntimeRegistry) -> None:
-    """Pick up every summary a previous process left unfinished."""
-    for tenant_id, session_id in await jobs.sessions_with_active_jobs():
-        runtime = await runtimes.get(tenant_id)
-        runtime.overflow.resume_session(tenant_id, session_id)
 
 
 @dataclass(frozen=True)

@@ -133,17 +133,20 @@ class OverflowJobRepository:
             )
             return [_job(row) for row in rows]
 
-    async def sessions_with_active_jobs(self) -> list[tuple[str, str]]:
-        """(tenant_id, session_id) of every unfinished job: the start-up resume list.
+    async def sessions_with_active_jobs(self, *, unleased: bool = False) -> list[tuple[str, str]]:
+        """(tenant_id, session_id) of every unfinished job: the start-up resume list; with
+        `unleased`, only the jobs no live worker holds (a dead worker's lease ran out).
 
         The one read that crosses tenants, on purpose: it belongs to the operator's process.
         """
+        query = select(overflow_jobs.c.tenant_id, overflow_jobs.c.session_id).where(
+            overflow_jobs.c.status.in_(ACTIVE)
+        )
+        if unleased:
+            lease = overflow_jobs.c.leased_until
+            query = query.where(lease.is_(None) | (lease < datetime.now(UTC)))
         async with self._db.read() as conn:
-            rows = await conn.execute(
-                select(overflow_jobs.c.tenant_id, overflow_jobs.c.session_id)
-                .where(overflow_jobs.c.status.in_(ACTIVE))
-                .distinct()
-            )
+            rows = await conn.execute(query.distinct())
             return [(row.tenant_id, row.session_id) for row in rows]
 
     async def claim(self, *, tenant_id: str, job_id: int, lease_s: float) -> bool:

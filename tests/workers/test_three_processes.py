@@ -1,0 +1,184 @@
+"""Three Tally processes on different ports, sharing one PostgreSQL database and one Redis on
+loopback, started together on an empty database: turns of one session serialize across them, a
+cancel sent to any of them stops the turn another runs, a 5-per-minute limit admits exactly 5
+across them, and the summary of a process killed with SIGKILL is finished by another, once."""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+import yaml
+from sqlalchemy import text
+from sqlalchemy.ext.asyncio import create_async_engine
+
+from tests.conftest import _reset_postgres
+from tests.crash import ServerFiles, TallyProcess, write_config
+from tests.fakes import Delay
+from tests.fakes.openai_server import FakeOpenAIServer
+from tests.sse import read_events
+
+LEASE_S = 2  # the summarizer's lease, and the live workers' sweep for dead workers' jobs
+RESUME_TIMEOUT_S = 60.0
+
+
+@pytest.fixture
+def upstream() -> Iterator[FakeOpenAIServer]:
+    with FakeOpenAIServer() as server:
+        yield server
+
+
+@pytest.fixture
+async def postgres(postgres_url: str | None) -> str:
+    if postgres_url is None:
+        pytest.skip("PostgreSQL runs skipped: no server on 127.0.0.1:5432")
+    await _reset_postgres(postgres_url)  # empty: the three processes create the schema
+    return postgres_url
+
+
+def shared_config(
+    tmp_path: Path, upstream: FakeOpenAIServer, postgres: str, redis_url: str, prefix: str
+) -> ServerFiles:
+    files = write_config(tmp_path, upstream_url=upstream.base_url)
+    config = yaml.safe_load(files.config.read_text(encoding="utf-8"))
+    config["database"] = {"url": postgres}
+    config["coordination"] = {"redis_url": redis_url, "key_prefix": prefix}
+    config["memory"] |= {"store": "database", "lease_s": LEASE_S}
+    files.config.write_text(yaml.safe_dump(config), encoding="utf-8")
+    return files
+
+
+def with_quota(files: ServerFiles, per_minute: int) -> ServerFiles:
+    config = yaml.safe_load(files.config.read_text(encoding="utf-8"))
+    config["quotas"] = {"requests_per_minute": per_minute}
+    files.config.write_text(yaml.safe_dump(config), encoding="utf-8")
+    return files
+
+
+@contextmanager
+def three(files: ServerFiles, *failpoints: tuple[str, ...]) -> Iterator[list[TallyProcess]]:
+    """Three processes, all spawned before any is waited for: they start together."""
+    spawned = [TallyProcess(files, failpoints=f) for f in (*failpoints, (), (), ())[:3]]
+    with ExitStack() as stack:
+        for process in spawned:
+            stack.callback(process.stop)
+        for process in spawned:
+            stack.enter_context(process)
+        yield spawned
+
+
+async def fetch(postgres: str, sql: str, **params: Any) -> list[Any]:
+    engine = create_async_engine(postgres)
+    try:
+        async with engine.connect() as conn:
+            return list(await conn.execute(text(sql), params))
+    finally:
+        await engine.dispose()
+
+
+async def new_session(client: httpx.AsyncClient) -> str:
+    return str((await client.post("/api/chat/sessions", json={})).json()["id"])
+
+
+async def send(client: httpx.AsyncClient, session_id: str, message: str) -> httpx.Response:
+    return await client.post("/api/chat/send", json={"session_id": session_id, "message": message})
+
+
+async def test_three_processes_serialize_turns_cancel_anywhere_and_finish_a_dead_ones_summary(
+    upstream: FakeOpenAIServer, postgres: str, redis_url: str, redis_prefix: str, tmp_path: Path
+) -> None:
+    files = shared_config(tmp_path, upstream, postgres, redis_url, redis_prefix)
+    with three(files, ("overflow.summarized",)) as (doomed, first, second):
+        clients = [httpx.AsyncClient(base_url=p.base_url, timeout=60) for p in (first, second)]
+        a, b = clients
+        try:
+            # Turns of one session, sent at once to two processes, run one at a time: each
+            # reply answers the message just before it (the fake echoes the last user text).
+            session_id = await new_session(a)
+            sent = await asyncio.gather(
+                *(send(client, session_id, f"message {n}") for n, client in enumerate([a, b] * 2))
+            )
+            assert [r.status_code for r in sent] == [200] * 4
+            rows = await fetch(
+                postgres,
+                "SELECT role, content FROM messages WHERE session_id = :s ORDER BY id",
+                s=session_id,
+            )
+            pairs = list(zip(rows[::2], rows[1::2], strict=True))
+            assert len(pairs) == 4
+            for user, reply in pairs:
+                assert (user.role, reply.role) == ("user", "assistant")
+                assert reply.content == f"ok: {user.content}"
+
+            # A cancel sent to another process stops the turn: the model is still thinking.
+            upstream.push(Delay(60))
+            other = await new_session(a)
+            body = {"session_id": other, "message": "think hard", "stream": True}
+            events: list[tuple[str, dict[str, Any]]] = []
+            async with a.stream("POST", "/api/chat/send", json=body) as response:
+                async for name, data in read_events(response):
+                    events.append((name, data))
+                    if name == "turn.started":
+                        cancel = await b.post(f"/api/chat/sessions/{other}/cancel")
+            assert cancel.json() == {"cancelled": True}
+            assert events[-1][0] == "error" and events[-1][1]["code"] == "cancelled"
+
+            # The doomed process dies (SIGKILL) right after a summary is written, before its
+            # memory line; a live one resumes the job once the lease runs out, exactly once.
+            async with httpx.AsyncClient(base_url=doomed.base_url, timeout=60) as c:
+                third = await new_session(c)
+                for number in range(8):
+                    try:
+                        await send(c, third, f"turn {number}")
+                    except httpx.TransportError:
+                        break
+            assert doomed.wait_for_exit(60) == -signal.SIGKILL
+            job = await wait_for_job_done(postgres, third)
+            lines = await fetch(
+                postgres,
+                "SELECT id FROM memory_entries WHERE session_id = :s AND first_message_id = :f",
+                s=third,
+                f=job.first_message_id,
+            )
+            assert len(lines) == 1
+        finally:
+            for client in clients:
+                await client.aclose()
+
+
+async def wait_for_job_done(postgres: str, session_id: str) -> Any:
+    """The session's first overflow job, once a live process has finished it."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + RESUME_TIMEOUT_S
+    while loop.time() < deadline:
+        jobs = await fetch(
+            postgres,
+            "SELECT * FROM overflow_jobs WHERE session_id = :s ORDER BY id LIMIT 1",
+            s=session_id,
+        )
+        if jobs and jobs[0].status == "done":
+            return jobs[0]
+        await asyncio.sleep(0.1)
+    raise AssertionError(f"no live process finished the dead one's summary: {jobs}")
+
+
+async def test_a_5_per_minute_limit_admits_exactly_5_across_three_processes(
+    upstream: FakeOpenAIServer, postgres: str, redis_url: str, redis_prefix: str, tmp_path: Path
+) -> None:
+    files = with_quota(shared_config(tmp_path, upstream, postgres, redis_url, redis_prefix), 5)
+    with three(files) as processes:
+        clients = [httpx.AsyncClient(base_url=p.base_url, timeout=60) for p in processes]
+        try:
+            answers = await asyncio.gather(  # each in a new session: every request counts once
+                *(client.post("/api/chat/send", json={"message": "hi"}) for client in clients * 4)
+            )
+        finally:
+            for client in clients:
+                await client.aclose()
+    assert sorted(a.status_code for a in answers) == [200] * 5 + [429] * 7
