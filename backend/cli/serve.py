@@ -72,6 +72,11 @@ def workers_problem(settings: Settings, workers: int) -> str | None:
             f"--workers {workers} needs PostgreSQL (database.url): SQLite's writers serialize "
             "inside one process, so run one worker on SQLite"
         )
+    if workers > 1 and settings.coordination.redis_url is None:
+        return (
+            f"--workers {workers} needs coordination.redis_url: workers share cancels and "
+            "the requests-per-minute window through Redis"
+        )
     return None
 
 

@@ -30,9 +30,10 @@ async def postgres(postgres_url: str | None) -> str:
     return postgres_url
 
 
-def on_postgres(files: ServerFiles, url: str) -> ServerFiles:
+def on_postgres(files: ServerFiles, url: str, redis_url: str, prefix: str) -> ServerFiles:
     config = yaml.safe_load(files.config.read_text(encoding="utf-8"))
     config["database"] = {"url": url}
+    config["coordination"] = {"redis_url": redis_url, "key_prefix": prefix}
     files.config.write_text(yaml.safe_dump(config), encoding="utf-8")
     return files
 
@@ -51,9 +52,10 @@ def workers_with_counters(files: ServerFiles) -> int:
 
 
 def test_two_workers_answer_on_one_port_and_metrics_add_up(
-    upstream: FakeOpenAIServer, postgres: str, tmp_path: Path
+    upstream: FakeOpenAIServer, postgres: str, redis_url: str, redis_prefix: str, tmp_path: Path
 ) -> None:
-    files = on_postgres(write_config(tmp_path, upstream_url=upstream.base_url), postgres)
+    config = write_config(tmp_path, upstream_url=upstream.base_url)
+    files = on_postgres(config, postgres, redis_url, redis_prefix)
     sent = 0
     with TallyProcess(files, serve_args=("--workers", "2")) as server:
         # Each turn on a connection of its own: the kernel hands them to either worker.
@@ -67,10 +69,16 @@ def test_two_workers_answer_on_one_port_and_metrics_add_up(
     assert scrapes == [sent] * 4
 
 
-def test_workers_are_refused_on_sqlite(
+def test_workers_are_refused_on_sqlite_and_without_redis(
     upstream: FakeOpenAIServer, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     files = write_config(tmp_path, upstream_url=upstream.base_url)
-    code = main(["--config", str(files.config), "serve", "--workers", "2"])
-    assert code == 2
-    assert "--workers 2 needs PostgreSQL" in capsys.readouterr().err  # before it listens
+    on_sqlite = main(["--config", str(files.config), "serve", "--workers", "2"])
+    said_on_sqlite = capsys.readouterr().err
+    config = yaml.safe_load(files.config.read_text(encoding="utf-8"))
+    config["database"] = {"url": "postgresql+asyncpg://postgres@127.0.0.1:5432/test"}
+    files.config.write_text(yaml.safe_dump(config), encoding="utf-8")
+    no_redis = main(["--config", str(files.config), "serve", "--workers", "3"])
+    assert (on_sqlite, no_redis) == (2, 2)  # refused before anything listens
+    assert "--workers 2 needs PostgreSQL" in said_on_sqlite
+    assert "--workers 3 needs coordination.redis_url" in capsys.readouterr().err
