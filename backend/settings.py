@@ -42,6 +42,7 @@ class ServerSettings(Strict):
     # None: loopback names with auth.mode none, any host with keys. "*" allows any.
     allowed_hosts: list[str] | None = None
     public_docs: bool | None = None  # None: on with auth.mode none, off with keys
+    sse_keepalive_s: float = Field(15.0, gt=0, le=300)  # a comment on a quiet stream
 
     @field_validator("allowed_hosts")
     @classmethod

@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-import math
-from collections.abc import AsyncGenerator, AsyncIterator
+from collections.abc import AsyncGenerator
 from typing import Annotated
 
 from fastapi import APIRouter, Header
@@ -11,7 +10,6 @@ from fastapi.responses import JSONResponse, StreamingResponse
 
 from backend.api.auth import ChatTenantDep, TenantDep
 from backend.api.deps import ServicesDep
-from backend.api.errors import error_response
 from backend.api.revocation import KeyWatchDep, events_until_revoked, result_unless_revoked
 from backend.api.schemas import (
     CancelResponse,
@@ -22,11 +20,10 @@ from backend.api.schemas import (
     UsagePublic,
 )
 from backend.api.sse import encode_event
+from backend.api.turn_http import event_stream, failure_response
 from backend.api.user_input import to_user_input
-from backend.chat.turn import TurnHandle
 from backend.domain.events import TurnCompleted, TurnEvent, TurnFailed
 from backend.domain.inbound import InboundMessage
-from backend.metrics import ACTIVE_STREAMS
 
 router = APIRouter(prefix="/api/chat", tags=["chat"])
 
@@ -66,14 +63,11 @@ async def send(
         first = await anext(events)
         if isinstance(first, TurnFailed):
             await events.aclose()
-            return _failure(first)
-        return StreamingResponse(
-            _event_stream(handle, first, events),
-            media_type="text/event-stream",
-            headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
-        )
+            return failure_response(first)
+        keepalive_s = services.settings.server.sse_keepalive_s
+        return event_stream(handle, _encoded(first, events), keepalive_s=keepalive_s)
     end = await result_unless_revoked(handle, watch)
-    return _failure(end) if isinstance(end, TurnFailed) else _send_response(end)
+    return failure_response(end) if isinstance(end, TurnFailed) else _send_response(end)
 
 
 def _send_response(end: TurnCompleted) -> SendResponse:
@@ -102,26 +96,14 @@ def _send_response(end: TurnCompleted) -> SendResponse:
     )
 
 
-def _failure(event: TurnFailed) -> JSONResponse:
-    retry_after = event.retry_after
-    headers = {"Retry-After": str(max(1, math.ceil(retry_after)))} if retry_after else None
-    return error_response(event.status, event.code, event.message, headers)
-
-
-async def _event_stream(
-    handle: TurnHandle, first: TurnEvent, events: AsyncGenerator[TurnEvent, None]
-) -> AsyncIterator[bytes]:
-    is_finished = False
-    ACTIVE_STREAMS.inc()
+async def _encoded(
+    first: TurnEvent, events: AsyncGenerator[TurnEvent, None]
+) -> AsyncGenerator[bytes, None]:
     try:
         yield encode_event(first)
         async for event in events:
             yield encode_event(event)
-        is_finished = True
     finally:
-        ACTIVE_STREAMS.dec()
-        if not is_finished:  # the client went away: stop the model call
-            handle.cancel()
         await events.aclose()  # events_until_revoked's key watch with it
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 from typing import Any
 
 from fastapi import FastAPI, Request
@@ -37,6 +38,12 @@ def error_response(
     )
 
 
+def retry_after_header(seconds: float | None) -> dict[str, str]:
+    """`Retry-After` for a wait of `seconds`, rounded up: a client told to wait never comes
+    back too early (none when there is no wait)."""
+    return {"Retry-After": str(max(1, math.ceil(seconds)))} if seconds else {}
+
+
 def install_error_handlers(app: FastAPI) -> None:
     app.add_exception_handler(TallyError, _tally_error)
     app.add_exception_handler(RequestValidationError, _validation_error)
@@ -46,11 +53,8 @@ def install_error_handlers(app: FastAPI) -> None:
 
 async def _tally_error(_request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, TallyError)
-    headers = None
-    retry_after = getattr(exc, "retry_after", None)
-    if retry_after is not None:
-        headers = {"Retry-After": str(max(1, round(retry_after)))}
-    return error_response(exc.status, exc.code, exc.message, headers)
+    headers = retry_after_header(getattr(exc, "retry_after", None))
+    return error_response(exc.status, exc.code, exc.message, headers or None)
 
 
 async def _validation_error(_request: Request, exc: Exception) -> JSONResponse:

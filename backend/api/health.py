@@ -11,6 +11,7 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from backend.api.auth import DEFAULT_TENANT, OptionalPrincipalDep
 from backend.api.deps import ChannelsDep, ServicesDep
+from backend.api.errors import retry_after_header
 from backend.api.schemas import ChannelHealthPublic, HealthPublic, ProviderHealthPublic
 from backend.channels.base import ChannelStatus
 from backend.errors import StorageUnavailable
@@ -50,7 +51,7 @@ async def health(
         database_problem = fault.message if fault else type(exc).__name__
     if database_problem is not None:  # unreachable, or reads work but writes fail
         database = "unavailable"
-        response.headers["Retry-After"] = str(round(StorageUnavailable.retry_after))
+        response.headers.update(retry_after_header(StorageUnavailable.retry_after))
     if database != "ok":
         response.status_code = 503  # a failing provider leaves the server alive: still 200
     runtime = await services.runtimes.get(DEFAULT_TENANT)

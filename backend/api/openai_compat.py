@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import AsyncGenerator, AsyncIterator
+from collections.abc import AsyncGenerator
 from dataclasses import dataclass
 from typing import Annotated, Any
 
@@ -37,7 +37,6 @@ from pydantic import TypeAdapter, ValidationError
 from backend.api.auth import ChatTenantDep, TenantDep
 from backend.api.chat import IdempotencyKey
 from backend.api.deps import ServicesDep
-from backend.api.errors import error_response
 from backend.api.openai_errors import OpenAIErrorRoute, error_type
 from backend.api.revocation import KeyWatchDep, events_until_revoked, result_unless_revoked
 from backend.api.schemas import (
@@ -58,6 +57,7 @@ from backend.api.schemas import (
     OpenAIImagePartIn,
     TextPartIn,
 )
+from backend.api.turn_http import event_stream, failure_response
 from backend.api.user_input import to_user_input
 from backend.chat.turn import TurnHandle
 from backend.domain.events import (
@@ -134,10 +134,17 @@ async def create_chat_completion(
     if body.stream:
         is_usage_wanted = body.stream_options is not None and body.stream_options.include_usage
         events = events_until_revoked(handle, watch)
-        return await _stream(handle, events, body.model, headers, is_usage_wanted=is_usage_wanted)
+        return await _stream(
+            handle,
+            events,
+            body.model,
+            headers,
+            is_usage_wanted=is_usage_wanted,
+            keepalive_s=services.settings.server.sse_keepalive_s,
+        )
     end = await result_unless_revoked(handle, watch)
     if isinstance(end, TurnFailed):
-        return _failure(end, headers)
+        return failure_response(end, headers)
     response.headers.update(headers)
     return ChatCompletion(
         id=f"chatcmpl-{end.turn_id}",
@@ -252,12 +259,6 @@ def _usage(usage: Usage) -> CompletionUsage:
     )
 
 
-def _failure(end: TurnFailed, headers: dict[str, str]) -> JSONResponse:
-    if end.retry_after:
-        headers = {**headers, "Retry-After": str(max(1, round(end.retry_after)))}
-    return error_response(end.status, end.code, end.message, headers)
-
-
 # The model has begun to answer: from here on the stream is committed to HTTP 200.
 _OUTPUT = (TextDelta, ThinkingDelta, ToolStarted, TurnCompleted, TurnFailed)
 
@@ -269,6 +270,7 @@ async def _stream(
     headers: dict[str, str],
     *,
     is_usage_wanted: bool,
+    keepalive_s: float,
 ) -> StreamingResponse | JSONResponse:
     head: list[TurnEvent] = []
     async for event in events:  # wait for output, so an early failure keeps its HTTP status
@@ -277,18 +279,15 @@ async def _stream(
             break
     if isinstance(head[-1], TurnFailed):
         await events.aclose()
-        return _failure(head[-1], headers)
+        return failure_response(head[-1], headers)
     chunks = _Chunks(f"chatcmpl-{handle.turn_id}", int(time.time()), model)
-    return StreamingResponse(
-        _sse(handle, _chain(head, events), chunks, is_usage_wanted=is_usage_wanted),
-        media_type="text/event-stream",
-        headers={**headers, "Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
-    )
+    body = _sse(_chain(head, events), chunks, is_usage_wanted=is_usage_wanted)
+    return event_stream(handle, body, keepalive_s=keepalive_s, headers=headers)
 
 
 async def _chain(
     head: list[TurnEvent], rest: AsyncGenerator[TurnEvent, None]
-) -> AsyncIterator[TurnEvent]:
+) -> AsyncGenerator[TurnEvent, None]:
     try:
         for event in head:
             yield event
@@ -327,13 +326,8 @@ def _error_chunk(end: TurnFailed) -> bytes:
 
 
 async def _sse(
-    handle: TurnHandle,
-    events: AsyncIterator[TurnEvent],
-    chunks: _Chunks,
-    *,
-    is_usage_wanted: bool,
-) -> AsyncIterator[bytes]:
-    is_finished = False
+    events: AsyncGenerator[TurnEvent, None], chunks: _Chunks, *, is_usage_wanted: bool
+) -> AsyncGenerator[bytes, None]:
     try:
         yield chunks.delta({"role": "assistant", "content": ""})
         async for event in events:
@@ -346,7 +340,5 @@ async def _sse(
             elif isinstance(event, TurnFailed):
                 yield _error_chunk(event)
         yield DONE
-        is_finished = True
     finally:
-        if not is_finished:  # the client went away: stop the model call
-            handle.cancel()
+        await events.aclose()
