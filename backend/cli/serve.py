@@ -44,6 +44,9 @@ def run_server(
     if problem:
         print(f"tally: {problem}", file=sys.stderr)
         return 2
+    if workers > settings.database.processes:  # the pool budget counts this host's workers
+        database = settings.database.model_copy(update={"processes": workers})
+        settings = settings.model_copy(update={"database": database})
     asyncio.run(check_settings(settings))
     options = {"log_level": "info", "access_log": False, **uvicorn_options(settings)}
     where = (server.host, server.port, settings.database.url.split("://")[0])
