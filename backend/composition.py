@@ -212,14 +212,19 @@ async def check_settings(settings: Settings) -> list[tuple[str, str, ChannelSett
 async def run_channels(services: Services) -> AsyncIterator[BotRunner]:
     """Start every tenant's bots (from config.yaml and from settings set through the admin
     API); stop them all after."""
+    updates = ChannelUpdateRepository(services.database)
+    if services.database.is_sqlite:  # one process per database: leases left are a crash's
+        await updates.release_leases()
     bots = BotRunner(
         ChannelServices(
             chat=services.chat,
             sessions=services.sessions,
             memory=services.memory,
             runtimes=services.runtimes,
-            updates=ChannelUpdateRepository(services.database),
+            updates=updates,
             failpoints=Failpoints.from_environment(),
+            database=services.database,
+            update_lease_s=services.settings.coordination.lease_s,
         )
     )
     try:

@@ -199,6 +199,8 @@ class CoordinationSettings(Strict):
     redis_url: str | None = None  # redis://host:6379/0; required for several workers or hosts
     redis_password_env: EnvName | None = None  # the password, never in the URL
     key_prefix: str = Field("tally", pattern=r"^[A-Za-z0-9_.:-]{1,64}$")  # to share a Redis
+    # How long a chat update a dead process had in hand waits before another answers it.
+    lease_s: float = Field(30.0, ge=1, le=600)
 
     @model_validator(mode="after")
     def _url_is_redis(self) -> CoordinationSettings:

@@ -95,6 +95,7 @@ def _channel_health(status: ChannelStatus) -> ChannelHealthPublic:
         kind=status.kind,
         mode=status.mode,
         connected=status.is_connected,
+        leading=status.is_leader,
         last_update_at=status.last_update_at,
         last_error=status.last_error,
         last_error_at=status.last_error_at,

@@ -147,6 +147,9 @@ class ChannelHealthPublic(BaseModel):
     kind: str
     mode: str
     connected: bool
+    leading: bool = Field(
+        False, description="this process polls or holds the Stream connection (one of all)"
+    )
     last_update_at: datetime | None = None
     last_error: str | None = None
     last_error_at: datetime | None = None

@@ -27,6 +27,7 @@ class ChannelStatus:
     kind: str
     mode: str
     is_connected: bool = False
+    is_leader: bool = False  # this process runs its receiving side (one process of all)
     last_update_at: datetime | None = None
     last_error: str | None = None
     last_error_at: datetime | None = None

@@ -2,6 +2,10 @@
 platform's id for it) before the platform is told we have it, then answered in the background,
 once; after a crash, the recorded but unanswered ones are answered at the next start.
 
+With several processes, any of them may receive a bot's updates (webhooks, callbacks): each
+answers what it received, holding a lease renewed while it works, and every lease period each
+sweeps for unanswered updates whose lease ran out (their process died) and claims them.
+
 A platform's channel says what an update asks (`Handle`), and when the bot is ready to answer
 (`open`): an update delivered while the bot is still connecting waits for it.
 """
@@ -45,22 +49,24 @@ class Inbox:
         self._handle = handle
         self._platform_errors = platform_errors  # the platform failed us: noted, not a bug
         self._on_error = on_error
-        self._tasks: set[asyncio.Task[None]] = set()
+        self._lease_s = services.update_lease_s
+        self._tasks: dict[str, asyncio.Task[None]] = {}  # by platform id
         self._chat_locks: dict[str, asyncio.Lock] = {}
         self._open = asyncio.Event()
+        self._upkeep: asyncio.Task[None] | None = None
 
     async def unanswered(self) -> list[ChannelUpdate]:
-        """Updates an earlier process kept and did not answer: read before any new one can
-        arrive, so one that arrives meanwhile is in hand, not unanswered."""
-        return await self._services.updates.unanswered(
-            tenant_id=self._status.tenant_id, bot=self._status.bot
+        """Updates an earlier process kept and did not answer, now claimed by this one: read
+        before any new one can arrive, so one that arrives meanwhile is in hand."""
+        return await self._services.updates.claim_unanswered(
+            tenant_id=self._status.tenant_id, bot=self._status.bot, lease_s=self._lease_s
         )
 
     def open(self, unanswered: list[ChannelUpdate]) -> None:
         """The bot can answer now: first the updates kept before a crash, then new ones."""
-        for update in unanswered:
-            self._schedule(update.platform_id, update.payload, update.chunks_sent)
+        self._resume(unanswered)
         self._open.set()
+        self._upkeep = asyncio.create_task(self._keep_up(), name=f"inbox {self._status.bot}")
 
     async def keep(self, platform_id: str, payload: dict[str, Any]) -> bool:
         """Record a delivered update and answer it in the background; False for a duplicate
@@ -71,6 +77,7 @@ class Inbox:
             bot=self._status.bot,
             platform_id=platform_id,
             payload=payload,
+            lease_s=self._lease_s,
         )
         self._status.last_update_at = datetime.now(UTC)
         CHANNEL_EVENTS.labels(self._status.tenant_id, self._status.bot, "update").inc()
@@ -85,21 +92,51 @@ class Inbox:
     async def settle(self) -> None:
         """Until every update in hand is answered (tests, and a graceful stop)."""
         while self._tasks:
-            await asyncio.gather(*list(self._tasks), return_exceptions=True)
+            await asyncio.gather(*list(self._tasks.values()), return_exceptions=True)
 
     async def close(self, grace: float = STOP_GRACE_S) -> None:
         """Give replies in hand `grace` seconds, then cancel the rest (they resume later)."""
+        if self._upkeep is not None:
+            self._upkeep.cancel()
+            await asyncio.gather(self._upkeep, return_exceptions=True)
         if not self._tasks:
             return
-        _, pending = await asyncio.wait(self._tasks, timeout=grace)
+        _, pending = await asyncio.wait(self._tasks.values(), timeout=grace)
         for task in pending:
             task.cancel()
         await asyncio.gather(*pending, return_exceptions=True)
 
+    async def _keep_up(self) -> None:
+        """Renew the leases of the updates in hand a few times per lease; once per lease, take
+        over what a dead process left."""
+        every_s = self._lease_s / 3
+        beats = 0
+        while True:
+            await asyncio.sleep(every_s)
+            beats += 1
+            try:
+                await self._services.updates.renew(
+                    tenant_id=self._status.tenant_id,
+                    bot=self._status.bot,
+                    platform_ids=list(self._tasks),
+                    lease_s=self._lease_s,
+                )
+                if beats % 3 == 0:
+                    self._resume(await self.unanswered())
+            except Exception as exc:  # a storage fault: the next beat tries again
+                log.warning(
+                    "%s %s: inbox upkeep failed: %s", self._status.kind, self._status.bot, exc
+                )
+
+    def _resume(self, updates: list[ChannelUpdate]) -> None:
+        for update in updates:
+            if update.platform_id not in self._tasks:
+                self._schedule(update.platform_id, update.payload, update.chunks_sent)
+
     def _schedule(self, platform_id: str, payload: dict[str, Any], chunks_sent: int) -> None:
         task = asyncio.create_task(self._answer(platform_id, payload, chunks_sent))
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
+        self._tasks[platform_id] = task
+        task.add_done_callback(lambda _: self._tasks.pop(platform_id, None))
 
     async def _answer(self, platform_id: str, payload: dict[str, Any], chunks_sent: int) -> None:
         await self._open.wait()

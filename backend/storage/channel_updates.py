@@ -1,11 +1,14 @@
 """The updates chat platforms delivered: recorded before they are acknowledged, deduplicated
 by (tenant, bot, platform id), and marked when answered, so a crash loses none and answers
-none twice."""
+none twice. The process answering an update holds a lease on it, renewed while it works: with
+several processes, an unanswered update whose lease ran out is a dead process's, and exactly
+one other process claims it."""
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any, Literal
 
 from sqlalchemy import select, update
@@ -29,9 +32,16 @@ class ChannelUpdateRepository:
         self._db = database
 
     async def record(
-        self, *, tenant_id: str, bot: str, platform_id: str, payload: dict[str, Any]
+        self,
+        *,
+        tenant_id: str,
+        bot: str,
+        platform_id: str,
+        payload: dict[str, Any],
+        lease_s: float,
     ) -> bool:
-        """Keep the update; False when it was delivered before (a duplicate)."""
+        """Keep the update, leased to this process; False when it was delivered before (a
+        duplicate)."""
         try:
             async with self._db.write() as conn:
                 await conn.execute(
@@ -43,25 +53,69 @@ class ChannelUpdateRepository:
                         status="received",
                         chunks_sent=0,
                         received_at=datetime.now(UTC),
+                        leased_until=datetime.now(UTC) + timedelta(seconds=lease_s),
                     )
                 )
         except IntegrityError:
             return False
         return True
 
-    async def unanswered(self, *, tenant_id: str, bot: str) -> list[ChannelUpdate]:
-        """The updates received but not finished (a previous process crashed), in order."""
+    async def claim_unanswered(
+        self, *, tenant_id: str, bot: str, lease_s: float
+    ) -> list[ChannelUpdate]:
+        """The updates received but not finished that no live process holds (it crashed), in
+        order, each now leased to this process; another process's claim of one wins once."""
+        now = datetime.now(UTC)
+        free = channel_updates.c.leased_until.is_(None) | (channel_updates.c.leased_until < now)
+        mine = (
+            channel_updates.c.tenant_id == tenant_id,
+            channel_updates.c.bot == bot,
+            channel_updates.c.status == "received",
+        )
         async with self._db.read() as conn:
-            rows = await conn.execute(
-                select(channel_updates)
+            rows = list(
+                await conn.execute(
+                    select(channel_updates).where(*mine, free).order_by(channel_updates.c.id)
+                )
+            )
+        claimed: list[ChannelUpdate] = []
+        for row in rows:
+            async with self._db.write() as conn:
+                taken = await conn.execute(
+                    update(channel_updates)
+                    .where(channel_updates.c.id == row.id, *mine, free)
+                    .values(leased_until=now + timedelta(seconds=lease_s))
+                )
+            if taken.rowcount == 1:
+                claimed.append(ChannelUpdate(row.platform_id, row.payload, row.chunks_sent))
+        return claimed
+
+    async def release_leases(self) -> None:
+        """Free every lease: at start-up of the only process (SQLite), any lease is a crash's."""
+        async with self._db.write() as conn:
+            await conn.execute(
+                update(channel_updates)
+                .where(channel_updates.c.leased_until.is_not(None))
+                .values(leased_until=None)
+            )
+
+    async def renew(
+        self, *, tenant_id: str, bot: str, platform_ids: Collection[str], lease_s: float
+    ) -> None:
+        """Extend this process's leases on the updates it is answering (its heartbeat)."""
+        if not platform_ids:
+            return
+        async with self._db.write() as conn:
+            await conn.execute(
+                update(channel_updates)
                 .where(
                     channel_updates.c.tenant_id == tenant_id,
                     channel_updates.c.bot == bot,
+                    channel_updates.c.platform_id.in_(list(platform_ids)),
                     channel_updates.c.status == "received",
                 )
-                .order_by(channel_updates.c.id)
+                .values(leased_until=datetime.now(UTC) + timedelta(seconds=lease_s))
             )
-            return [ChannelUpdate(r.platform_id, r.payload, r.chunks_sent) for r in rows]
 
     async def count_sent(self, *, tenant_id: str, bot: str, platform_id: str, chunks: int) -> None:
         await self._update(tenant_id, bot, platform_id, chunks_sent=chunks)
@@ -76,7 +130,13 @@ class ChannelUpdateRepository:
         error: str | None = None,
     ) -> None:
         await self._update(
-            tenant_id, bot, platform_id, status=status, error=error, finished_at=datetime.now(UTC)
+            tenant_id,
+            bot,
+            platform_id,
+            status=status,
+            error=error,
+            finished_at=datetime.now(UTC),
+            leased_until=None,
         )
 
     async def _update(self, tenant_id: str, bot: str, platform_id: str, **values: Any) -> None:

@@ -1,9 +1,11 @@
-"""Locks every process sharing one PostgreSQL database sees: transaction-scoped advisory locks,
-each named by a few strings (a signed 64-bit key, the same in every process for the same name).
-On SQLite there is one process, and its writers already serialize: these are no-ops there."""
+"""Locks every process sharing one PostgreSQL database sees, each named by a few strings (a
+signed 64-bit key, the same in every process for the same name): transaction-scoped advisory
+locks, and a leadership held for a process's life. On SQLite there is one process, and its
+writers already serialize: these are no-ops there."""
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -44,3 +46,46 @@ async def held(database: Database, *name: str) -> AsyncIterator[None]:
     async with database.lock_engine.connect() as conn, conn.begin():
         await lock_in(conn, *name)
         yield
+
+
+class Leadership:
+    """A lock held for as long as a process leads (a bot's poller): PostgreSQL's session-level
+    advisory lock, on a connection of its own; it is let go if the process dies."""
+
+    def __init__(self, conn: AsyncConnection | None) -> None:
+        self._conn = conn
+
+    async def is_held(self) -> bool:
+        """False once the connection holding it is gone (the lock went with it)."""
+        if self._conn is None:
+            return True
+        try:
+            await self._conn.execute(text("SELECT 1"))
+        except Exception:
+            return False
+        return True
+
+    async def release(self) -> None:
+        if self._conn is None:
+            return
+        with contextlib.suppress(Exception):  # a lost connection released it already
+            await self._conn.close()
+
+
+async def try_lead(database: Database, *name: str) -> Leadership | None:
+    """The lock `name`, or None while another process holds it. On SQLite (one process) this
+    process always leads."""
+    if database.is_sqlite:
+        return Leadership(None)
+    conn = await database.lock_engine.connect()
+    try:
+        taken = await conn.scalar(
+            text("SELECT pg_try_advisory_lock(:key)"), {"key": lock_key(*name)}
+        )
+    except BaseException:
+        await conn.close()
+        raise
+    if not taken:
+        await conn.close()
+        return None
+    return Leadership(conn)

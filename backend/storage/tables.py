@@ -192,6 +192,7 @@ channel_updates = Table(
     Column("error", Text),
     Column("received_at", Timestamp, nullable=False),
     Column("finished_at", Timestamp),
+    Column("leased_until", Timestamp),  # while a process answers it (renewed), then free
     UniqueConstraint("tenant_id", "bot", "platform_id", name="uq_channel_update"),
     Index("ix_channel_updates_open", "tenant_id", "bot", "status"),
     sqlite_autoincrement=True,

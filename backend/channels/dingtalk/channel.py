@@ -33,6 +33,7 @@ from backend.channels.dingtalk.outbound import ConversationReplies
 from backend.channels.dingtalk.signature import CallbackSignatures
 from backend.channels.dingtalk.stream import StreamConnection
 from backend.channels.inbox import Inbox
+from backend.channels.leadership import run_as_leader
 from backend.channels.turns import ChannelTurns, title_for
 from backend.chat.user_input import image_part, image_type
 from backend.domain.inbound import InboundMessage, Sender
@@ -61,6 +62,7 @@ class DingTalkChannel:
         self.settings = settings
         self.status = ChannelStatus(tenant_id, name, CHANNEL, settings.mode)
         self._sleep = sleep
+        self._services = services
         self._api = DingTalkApi(settings, sleep=sleep)
         self._commands = Commands(services)
         self._turns = ChannelTurns(services, kind=CHANNEL, bot=name)
@@ -82,7 +84,11 @@ class DingTalkChannel:
     async def start(self) -> None:
         unanswered = await self._inbox.unanswered()
         self._inbox.open(unanswered)  # replies need no connection: they go over HTTP
-        run = self._stream.run() if self.settings.mode == "stream" else self._check_credentials()
+        if self.settings.mode == "stream":  # one Stream connection of all processes: the leader's
+            lock = ("tally.bot", self.tenant_id, self.name)
+            run = run_as_leader(self._services.database, lock, self._lead)
+        else:
+            run = self._check_credentials()
         self._runner = asyncio.create_task(run, name=f"dingtalk {self.name}")
 
     async def stop(self) -> None:
@@ -98,6 +104,13 @@ class DingTalkChannel:
     async def settle(self) -> None:
         """Until every message in hand is answered (tests, and a graceful stop)."""
         await self._inbox.settle()
+
+    async def _lead(self) -> None:
+        self.status.is_leader = True
+        try:
+            await self._stream.run()
+        finally:
+            self.status.is_leader = False
 
     async def _check_credentials(self) -> None:
         """Callback mode has no connection of its own: "connected" once DingTalk takes the

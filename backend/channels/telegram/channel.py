@@ -33,6 +33,7 @@ from backend.channels.base import (
 from backend.channels.commands import DESCRIPTIONS, ChatRef, Command, CommandReply, Commands
 from backend.channels.context import ChannelServices
 from backend.channels.inbox import Inbox
+from backend.channels.leadership import run_as_leader
 from backend.channels.telegram.format import telegram_chunks
 from backend.channels.telegram.inbound import read_message
 from backend.channels.telegram.outbound import Outbox
@@ -70,6 +71,7 @@ class TelegramChannel:
             ),
         )
         self._sleep = sleep
+        self._services = services
         self._outbox = Outbox(self._bot, sleep=sleep)
         self._commands = Commands(services)
         turns = ChannelTurns(services, kind=CHANNEL, bot=name)
@@ -108,13 +110,25 @@ class TelegramChannel:
         await self._inbox.settle()
 
     async def _run(self, unanswered: list[ChannelUpdate]) -> None:
-        await self._with_retries("connect", self._connect)
-        self._inbox.open(unanswered)  # answers wait for getMe: it tells us who we are
-        if self.settings.mode == "polling":
-            await self._poll()
+        await self._with_retries("connect", self._bot.initialize)  # getMe: who we are
+        self._inbox.open(unanswered)  # answers wait for it: it names the bot's mentions
+        lock = ("tally.bot", self.tenant_id, self.name)
+        await run_as_leader(self._services.database, lock, self._lead)
 
-    async def _connect(self) -> None:
-        await self._bot.initialize()  # getMe: the bot's id and username
+    async def _lead(self) -> None:
+        """The leader's part (one process of all): register with Telegram, then poll, or hold
+        the lead while any process takes the webhook's calls."""
+        self.status.is_leader = True
+        try:
+            await self._with_retries("connect", self._register)
+            if self.settings.mode == "polling":
+                await self._poll()
+            else:
+                await asyncio.Event().wait()
+        finally:
+            self.status.is_leader = False
+
+    async def _register(self) -> None:
         commands = [BotCommand(name, text) for name, text in DESCRIPTIONS.items()]
         await self._bot.set_my_commands(commands)
         if self.settings.mode == "webhook":
@@ -126,7 +140,6 @@ class TelegramChannel:
             )
         else:  # Telegram answers 409 to getUpdates while a webhook is set
             await self._bot.delete_webhook()
-        self.status.is_connected = True
 
     async def _poll(self) -> None:
         offset: int | None = None
