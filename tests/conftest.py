@@ -104,6 +104,16 @@ def postgres_url() -> Iterator[str | None]:
     asyncio.run(_create_database(POSTGRES_URL, name, drop=True))
 
 
+@pytest.fixture
+async def postgres(postgres_url: str | None) -> str:
+    """An empty PostgreSQL database of this run's own, for tests that need PostgreSQL itself
+    (several processes, its connection limits), or the test is skipped."""
+    if postgres_url is None:
+        pytest.skip("PostgreSQL runs skipped: no server on 127.0.0.1:5432")
+    await _reset_postgres(postgres_url)
+    return postgres_url
+
+
 async def _reset_postgres(url: str) -> None:
     """An empty `public` schema: every PostgreSQL test starts from a fresh database."""
     from sqlalchemy import text

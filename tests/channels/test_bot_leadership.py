@@ -11,24 +11,15 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-import pytest
 from fastapi import FastAPI
 
 from backend.app import create_app
 from backend.providers.scripted import ScriptedProvider
 from backend.storage.channel_updates import ChannelUpdateRepository
 from tests.channels.conftest import CLIENT_ID, SECRET, TOKEN, bot_settings, robot_settings
-from tests.conftest import _reset_postgres, make_settings, serve
+from tests.conftest import make_settings, serve
 from tests.fakes.dingtalk_server import FakeDingTalkServer
 from tests.fakes.telegram_server import FakeTelegramServer
-
-
-@pytest.fixture
-async def postgres(postgres_url: str | None) -> str:
-    if postgres_url is None:
-        pytest.skip("PostgreSQL runs skipped: no server on 127.0.0.1:5432")
-    await _reset_postgres(postgres_url)
-    return postgres_url
 
 
 class Process:

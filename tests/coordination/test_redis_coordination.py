@@ -16,16 +16,8 @@ import pytest
 from backend.app import create_app
 from backend.errors import ConfigError
 from backend.providers.scripted import ScriptedProvider
-from tests.conftest import _reset_postgres, make_settings, serve
+from tests.conftest import make_settings, serve
 from tests.sse import read_events
-
-
-@pytest.fixture
-async def postgres(postgres_url: str | None) -> str:
-    if postgres_url is None:
-        pytest.skip("PostgreSQL runs skipped: no server on 127.0.0.1:5432")
-    await _reset_postgres(postgres_url)
-    return postgres_url
 
 
 @asynccontextmanager

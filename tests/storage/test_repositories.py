@@ -18,7 +18,6 @@ from backend.storage.migrate import alembic_config, migrate
 from backend.storage.sessions import SessionRepository
 from backend.storage.tables import tenants
 from backend.storage.tool_conversations import ToolConversationRepository
-from tests.conftest import _reset_postgres
 
 
 @pytest.fixture
@@ -41,12 +40,9 @@ async def test_migrations_are_idempotent_and_create_the_default_tenant(
 
 
 async def test_processes_starting_together_on_an_empty_database_migrate_it_once(
-    postgres_url: str | None,
+    postgres: str,
 ) -> None:
-    if postgres_url is None:
-        pytest.skip("PostgreSQL runs skipped: no server on 127.0.0.1:5432")
-    await _reset_postgres(postgres_url)
-    workers = [Database(postgres_url) for _ in range(4)]  # an engine (a process) each
+    workers = [Database(postgres) for _ in range(4)]  # an engine (a process) each
     try:
         # Without the migration lock they deadlock on each other's DDL: fail, do not hang.
         await asyncio.wait_for(asyncio.gather(*(migrate(w) for w in workers)), timeout=120)

@@ -24,7 +24,7 @@ from backend.app import create_app
 from backend.composition import check_settings
 from backend.errors import ConfigError
 from backend.providers.scripted import ScriptedProvider
-from tests.conftest import _reset_postgres, fill, make_settings, serve
+from tests.conftest import fill, make_settings, serve
 
 FAULTS = {"injected": 0, "answered_503": 0, "lost": 0, "duplicated": 0}
 
@@ -36,14 +36,6 @@ def figure() -> Iterator[None]:
         f"\nstorage faults: {FAULTS['injected']} injected, {FAULTS['answered_503']} answered 503, "
         f"{FAULTS['lost']} lost, {FAULTS['duplicated']} duplicated"
     )
-
-
-@pytest.fixture
-async def postgres(postgres_url: str | None) -> str:
-    if postgres_url is None:
-        pytest.skip("PostgreSQL runs skipped: no server on 127.0.0.1:5432")
-    await _reset_postgres(postgres_url)
-    return postgres_url
 
 
 async def send(client: httpx.AsyncClient, session_id: str, message: str) -> httpx.Response:

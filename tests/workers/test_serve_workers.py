@@ -4,30 +4,14 @@ SQLite, the command refuses before anything listens."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 import yaml
 
 from backend.cli.main import main
-from tests.conftest import _reset_postgres
 from tests.crash import ServerFiles, TallyProcess, create_session, send_turn, write_config
 from tests.fakes.openai_server import FakeOpenAIServer
-
-
-@pytest.fixture
-def upstream() -> Iterator[FakeOpenAIServer]:
-    with FakeOpenAIServer() as server:
-        yield server
-
-
-@pytest.fixture
-async def postgres(postgres_url: str | None) -> str:
-    if postgres_url is None:
-        pytest.skip("PostgreSQL runs skipped: no server on 127.0.0.1:5432")
-    await _reset_postgres(postgres_url)
-    return postgres_url
 
 
 def on_postgres(files: ServerFiles, url: str, redis_url: str, prefix: str) -> ServerFiles:

@@ -13,12 +13,10 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-import pytest
 import yaml
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import create_async_engine
 
-from tests.conftest import _reset_postgres
 from tests.crash import ServerFiles, TallyProcess, write_config
 from tests.fakes import Delay
 from tests.fakes.openai_server import FakeOpenAIServer
@@ -26,20 +24,6 @@ from tests.sse import read_events
 
 LEASE_S = 2  # the summarizer's lease, and the live workers' sweep for dead workers' jobs
 RESUME_TIMEOUT_S = 60.0
-
-
-@pytest.fixture
-def upstream() -> Iterator[FakeOpenAIServer]:
-    with FakeOpenAIServer() as server:
-        yield server
-
-
-@pytest.fixture
-async def postgres(postgres_url: str | None) -> str:
-    if postgres_url is None:
-        pytest.skip("PostgreSQL runs skipped: no server on 127.0.0.1:5432")
-    await _reset_postgres(postgres_url)  # empty: the three processes create the schema
-    return postgres_url
 
 
 def shared_config(
