@@ -27,7 +27,8 @@ from backend.api import (
 from backend.api.errors import install_error_handlers
 from backend.api.limits import BodySizeLimit
 from backend.api.request_head import ANY_HOST, LOOPBACK_HOSTS, HostPolicy, RequestHeadCheck
-from backend.composition import ADMIN_KEY_ENV, build_services, run_channels
+from backend.channels.bot_runner import run_bots
+from backend.composition import ADMIN_KEY_ENV, build_services
 from backend.metrics import process_stopped
 from backend.providers.base import ChatProvider
 from backend.resources import frontend_dir
@@ -119,7 +120,7 @@ def create_app(
                 provider=provider,
                 summarizer_provider=summarizer_provider,
             ) as services,
-            run_channels(services) as channels,
+            run_bots(services) as channels,
         ):
             app.state.services = services
             app.state.channels = channels

@@ -13,8 +13,7 @@ from typing import Any
 
 from backend.api.auth import DEFAULT_TENANT
 from backend.channel_settings import ChannelSettings
-from backend.channels.bot_runner import BotRunner, check_bots
-from backend.channels.context import ChannelServices
+from backend.channels.bot_runner import check_bots
 from backend.chat.budget import Budget
 from backend.chat.compiler import ModelLimits
 from backend.chat.demo_summarizer import DemoSummarizer
@@ -45,7 +44,6 @@ from backend.providers.outcomes import ProviderOutcomes
 from backend.providers.registry import build_chat_provider
 from backend.settings import ModelSettings, Settings, tenant_settings
 from backend.settings_errors import describe_problems
-from backend.storage.channel_updates import ChannelUpdateRepository
 from backend.storage.database import Database, open_database, pool_budget_problem
 from backend.storage.messages import MessageRepository
 from backend.storage.migrate import migrate
@@ -206,35 +204,6 @@ async def check_settings(settings: Settings) -> list[tuple[str, str, ChannelSett
     finally:
         await database.dispose()
     return bots
-
-
-@asynccontextmanager
-async def run_channels(services: Services) -> AsyncIterator[BotRunner]:
-    """Start every tenant's bots (from config.yaml and from settings set through the admin
-    API); stop them all after."""
-    updates = ChannelUpdateRepository(services.database)
-    if services.database.is_sqlite:  # one process per database: leases left are a crash's
-        await updates.release_leases()
-    bots = BotRunner(
-        ChannelServices(
-            chat=services.chat,
-            sessions=services.sessions,
-            memory=services.memory,
-            runtimes=services.runtimes,
-            updates=updates,
-            failpoints=Failpoints.from_environment(),
-            database=services.database,
-            update_lease_s=services.settings.coordination.lease_s,
-        )
-    )
-    try:
-        stored = [t.id for t in await services.tenants.list_all() if not t.is_disabled]
-        for tenant_id in dict.fromkeys([DEFAULT_TENANT, *services.settings.tenants, *stored]):
-            runtime = await services.runtimes.get(tenant_id)
-            await bots.apply(tenant_id, runtime.settings.channels)
-        yield bots
-    finally:
-        await bots.aclose()
 
 
 async def _stored_overrides(tenants: TenantRepository, tenant_id: str) -> dict[str, Any]:

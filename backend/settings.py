@@ -19,10 +19,10 @@ from pydantic import (
     PrivateAttr,
     ValidationError,
     field_validator,
-    model_validator,
 )
 
 from backend.channel_settings import ChannelSettings, bot_name_problems
+from backend.coordination_settings import CoordinationSettings
 from backend.errors import ConfigError
 from backend.resources import prompts_dir as bundled_prompts
 from backend.settings_base import EnvName, Strict
@@ -191,28 +191,6 @@ class ToolSettings(Strict):
     enabled: list[str] = Field(default_factory=lambda: ["memory_search", "memory_write", "now"])
     max_tool_iterations: int = Field(8, ge=1, le=64)
     timeout_s: float = Field(30.0, gt=0)
-
-
-class CoordinationSettings(Strict):
-    """What several Tally processes share besides the database (README: Deployment)."""
-
-    redis_url: str | None = None  # redis://host:6379/0; required for several workers or hosts
-    redis_password_env: EnvName | None = None  # the password, never in the URL
-    key_prefix: str = Field("tally", pattern=r"^[A-Za-z0-9_.:-]{1,64}$")  # to share a Redis
-    # How long a chat update a dead process had in hand waits before another answers it.
-    lease_s: float = Field(30.0, ge=1, le=600)
-
-    @model_validator(mode="after")
-    def _url_is_redis(self) -> CoordinationSettings:
-        url = self.redis_url
-        if url is not None and not url.startswith(("redis://", "rediss://")):
-            raise ValueError("redis_url is a redis:// (or rediss://) URL")
-        if url is not None and "@" in url.split("/")[2]:
-            raise ValueError("keep the password out of redis_url: name it in redis_password_env")
-        return self
-
-    def redis_password(self) -> str | None:
-        return os.environ.get(self.redis_password_env) if self.redis_password_env else None
 
 
 class QuotaSettings(Strict):

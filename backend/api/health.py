@@ -12,7 +12,7 @@ from sqlalchemy.exc import SQLAlchemyError
 from backend.api.auth import DEFAULT_TENANT, OptionalPrincipalDep
 from backend.api.deps import ChannelsDep, ServicesDep
 from backend.api.errors import retry_after_header
-from backend.api.schemas import ChannelHealthPublic, HealthPublic, ProviderHealthPublic
+from backend.api.health_schemas import ChannelHealthPublic, HealthPublic, ProviderHealthPublic
 from backend.channels.base import ChannelStatus
 from backend.errors import StorageUnavailable
 from backend.providers.endpoints import base_url, display_url

@@ -59,7 +59,7 @@ from backend.api.schemas import (
 )
 from backend.api.turn_http import event_stream, failure_response
 from backend.api.user_input import to_user_input
-from backend.chat.turn import TurnHandle
+from backend.chat.turn_handle import TurnHandle
 from backend.domain.events import (
     TextDelta,
     ThinkingDelta,

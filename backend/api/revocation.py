@@ -19,7 +19,7 @@ from fastapi import Depends
 
 from backend.api.auth import PrincipalDep
 from backend.api.deps import ServicesDep
-from backend.chat.turn import TurnHandle
+from backend.chat.turn_handle import TurnHandle
 from backend.domain.events import TurnCompleted, TurnEvent, TurnFailed
 from backend.errors import TurnCancelled, Unauthorized
 from backend.tenancy.keys import Authenticator, Principal

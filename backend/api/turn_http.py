@@ -13,7 +13,7 @@ from collections.abc import AsyncGenerator, AsyncIterator, Mapping
 from fastapi.responses import JSONResponse, StreamingResponse
 
 from backend.api.errors import error_response, retry_after_header
-from backend.chat.turn import TurnHandle
+from backend.chat.turn_handle import TurnHandle
 from backend.domain.events import TurnFailed
 from backend.metrics import ACTIVE_STREAMS
 

@@ -1,17 +1,23 @@
-"""Every tenant's bots, run for the life of the server: started from each tenant's effective
-settings, restarted when they change, stopped at shutdown, found by the webhook route."""
+"""Every tenant's bots, run for the life of the server (`run_bots`): started from each tenant's
+effective settings, restarted when they change, stopped at shutdown, found by the webhook
+route."""
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Iterable
+from collections.abc import AsyncIterator, Iterable
+from contextlib import asynccontextmanager
 
 from backend.channel_settings import ChannelSettings
 from backend.channels.base import Channel, ChannelStatus
 from backend.channels.context import ChannelServices
 from backend.channels.registry import build_channel
+from backend.chat.failpoints import Failpoints
+from backend.chat.services import Services
 from backend.errors import ConfigError
+from backend.settings import DEFAULT_TENANT
+from backend.storage.channel_updates import ChannelUpdateRepository
 
 log = logging.getLogger(__name__)
 
@@ -93,3 +99,32 @@ class BotRunner:
     async def _stop(self, tenant_id: str, name: str) -> None:
         _, channel = self._running.pop((tenant_id, name))
         await channel.stop()
+
+
+@asynccontextmanager
+async def run_bots(services: Services) -> AsyncIterator[BotRunner]:
+    """Start every tenant's bots (from config.yaml and from settings set through the admin
+    API); stop them all after."""
+    updates = ChannelUpdateRepository(services.database)
+    if services.database.is_sqlite:  # one process per database: leases left are a crash's
+        await updates.release_leases()
+    bots = BotRunner(
+        ChannelServices(
+            chat=services.chat,
+            sessions=services.sessions,
+            memory=services.memory,
+            runtimes=services.runtimes,
+            updates=updates,
+            failpoints=Failpoints.from_environment(),
+            database=services.database,
+            update_lease_s=services.settings.coordination.lease_s,
+        )
+    )
+    try:
+        stored = [t.id for t in await services.tenants.list_all() if not t.is_disabled]
+        for tenant_id in dict.fromkeys([DEFAULT_TENANT, *services.settings.tenants, *stored]):
+            runtime = await services.runtimes.get(tenant_id)
+            await bots.apply(tenant_id, runtime.settings.channels)
+        yield bots
+    finally:
+        await bots.aclose()

@@ -5,7 +5,8 @@ session and starts the turn, so no entry point does any of that on its own."""
 from __future__ import annotations
 
 from backend.chat.runtime import RuntimeRegistry
-from backend.chat.turn import TurnHandle, TurnRequest, TurnRunner, normalise_idempotency_key
+from backend.chat.turn import TurnRunner
+from backend.chat.turn_handle import TurnHandle, TurnRequest, normalise_idempotency_key
 from backend.chat.user_input import check_user_input
 from backend.domain.inbound import InboundMessage
 from backend.storage.messages import MessageRepository

@@ -10,25 +10,20 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
-import time
-from collections.abc import AsyncIterator
-from dataclasses import dataclass
 from datetime import UTC, datetime
 
-from backend.chat.observability import observe_turn_event
 from backend.chat.runtime import RuntimeRegistry, TenantRuntime
 from backend.chat.tool_loop import LoopOutcome, run_tool_loop
+from backend.chat.turn_handle import TurnHandle, TurnRequest
 from backend.chat.turn_lock import SessionLocks
 from backend.coordination.base import Coordinator
 from backend.domain.events import (
     TextDelta,
     ToolCallRecord,
     TurnCompleted,
-    TurnEvent,
     TurnFailed,
     TurnStarted,
 )
-from backend.domain.ids import new_turn_id
 from backend.domain.inbound import CHAT_PLATFORMS
 from backend.domain.messages import Session, StoredMessage, Usage, UserInput
 from backend.errors import Conflict, EmptyReply, InvalidInput, TallyError, TurnCancelled
@@ -40,67 +35,6 @@ from backend.tenancy.quotas import TokenQuota
 from backend.tools.base import ToolContext
 
 log = logging.getLogger(__name__)
-
-
-def normalise_idempotency_key(key: str | None) -> str | None:
-    """A key without surrounding blanks; a blank key is no key."""
-    return (key or "").strip() or None
-
-
-@dataclass(frozen=True, slots=True)
-class TurnRequest:
-    tenant_id: str
-    session_id: str
-    user_input: UserInput
-    idempotency_key: str | None = None  # blank means none
-    stream: bool = True  # whether the client watches tokens arrive
-
-    def __post_init__(self) -> None:
-        key = normalise_idempotency_key(self.idempotency_key)
-        object.__setattr__(self, "idempotency_key", key)
-
-
-class TurnHandle:
-    """A running turn: its events, in order, and a way to cancel it."""
-
-    def __init__(self, request: TurnRequest) -> None:
-        self.request = request
-        self.started_at = time.perf_counter()
-        self.turn_id = new_turn_id()
-        self._queue: asyncio.Queue[TurnEvent] = asyncio.Queue()
-        self._llm_task: asyncio.Task[None] | None = None
-        self.is_cancel_requested = False
-        self._is_finished = False
-
-    def log_fields(self) -> dict[str, str]:
-        """Ids for structured logs; never message text."""
-        request = self.request
-        return {"tenant": request.tenant_id, "session": request.session_id, "turn": self.turn_id}
-
-    def emit(self, event: TurnEvent) -> None:
-        observe_turn_event(self.request.tenant_id, event, started_at=self.started_at)
-        self._queue.put_nowait(event)
-
-    def cancel(self) -> None:
-        self.is_cancel_requested = True
-        if self._llm_task is not None:
-            self._llm_task.cancel()
-
-    async def next_event(self) -> TurnEvent:
-        event = await self._queue.get()
-        self._is_finished = isinstance(event, TurnCompleted | TurnFailed)
-        return event
-
-    async def events(self) -> AsyncIterator[TurnEvent]:
-        """The events still to come, until the final one (none after it was taken)."""
-        while not self._is_finished:
-            yield await self.next_event()
-
-    async def result(self) -> TurnCompleted | TurnFailed:
-        async for event in self.events():
-            if isinstance(event, TurnCompleted | TurnFailed):
-                return event
-        raise AssertionError("a turn always ends with TurnCompleted or TurnFailed")
 
 
 COMPACTION_NOTE = "_(Earlier messages were compacted to fit the model's context window.)_"

@@ -26,7 +26,7 @@ from typing import Any, Self, TypeVar
 from backend.chat.runtime import TenantRuntime
 from backend.chat.service import ChatService
 from backend.chat.services import Services
-from backend.chat.turn import TurnHandle
+from backend.chat.turn_handle import TurnHandle
 from backend.composition import build_services
 from backend.domain.events import (
     RetryScheduled,

@@ -1,0 +1,60 @@
+"""The body of `GET /api/health`: the database, coordination, providers and bots."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Literal
+
+from pydantic import BaseModel, Field
+
+
+class ProviderHealthPublic(BaseModel):
+    """A configured provider's latest call in this process; health never calls it."""
+
+    name: str
+    base_url: str | None = Field(description="where its calls go; none for the scripted kind")
+    last_outcome: Literal["ok", "error", "unknown"] = Field(
+        description="unknown until this process has called it"
+    )
+    last_error_code: str | None = None
+    last_error: str | None = Field(None, description="names the provider, its URL and the cause")
+    last_at: datetime | None = None
+
+
+class ChannelHealthPublic(BaseModel):
+    """A chat-channel bot, as an operator sees it."""
+
+    tenant_id: str
+    bot: str
+    kind: str
+    mode: str
+    connected: bool
+    leading: bool = Field(
+        False, description="this process polls or holds the Stream connection (one of all)"
+    )
+    last_update_at: datetime | None = None
+    last_error: str | None = None
+    last_error_at: datetime | None = None
+
+
+class HealthPublic(BaseModel):
+    status: Literal["ok", "degraded"] = Field(
+        description="degraded when the database is unavailable (HTTP 503), or Redis cannot be "
+        "reached, or the default model's provider failed its latest call (HTTP 200)"
+    )
+    database: Literal["ok", "unavailable"]
+    database_problem: str | None = None  # why it is unavailable: the driver's words, no data
+    coordination: Literal["local", "redis"] = Field(
+        "local", description="how processes share cancels and rate windows (README: Deployment)"
+    )
+    coordination_problem: str | None = None  # Redis cannot be reached: why (status degraded)
+    provider: str
+    model: str
+    providers: list[ProviderHealthPublic]
+    is_demo: bool
+    notice: str | None = None
+    demo_key_env: str | None = None  # demo mode: the variable to set for a real model
+    demo_window: int | None = None  # demo mode: its small window, in messages
+    channels: list[ChannelHealthPublic] = Field(
+        default_factory=list, description="the bots an administrator's key may see"
+    )

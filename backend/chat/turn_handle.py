@@ -1,0 +1,75 @@
+"""A turn as its callers hold it: the request that starts it, and the handle that streams its
+events, in order, and cancels it."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+
+from backend.chat.observability import observe_turn_event
+from backend.domain.events import TurnCompleted, TurnEvent, TurnFailed
+from backend.domain.ids import new_turn_id
+from backend.domain.messages import UserInput
+
+
+def normalise_idempotency_key(key: str | None) -> str | None:
+    """A key without surrounding blanks; a blank key is no key."""
+    return (key or "").strip() or None
+
+
+@dataclass(frozen=True, slots=True)
+class TurnRequest:
+    tenant_id: str
+    session_id: str
+    user_input: UserInput
+    idempotency_key: str | None = None  # blank means none
+    stream: bool = True  # whether the client watches tokens arrive
+
+    def __post_init__(self) -> None:
+        key = normalise_idempotency_key(self.idempotency_key)
+        object.__setattr__(self, "idempotency_key", key)
+
+
+class TurnHandle:
+    """A running turn: its events, in order, and a way to cancel it."""
+
+    def __init__(self, request: TurnRequest) -> None:
+        self.request = request
+        self.started_at = time.perf_counter()
+        self.turn_id = new_turn_id()
+        self._queue: asyncio.Queue[TurnEvent] = asyncio.Queue()
+        self._llm_task: asyncio.Task[None] | None = None
+        self.is_cancel_requested = False
+        self._is_finished = False
+
+    def log_fields(self) -> dict[str, str]:
+        """Ids for structured logs; never message text."""
+        request = self.request
+        return {"tenant": request.tenant_id, "session": request.session_id, "turn": self.turn_id}
+
+    def emit(self, event: TurnEvent) -> None:
+        observe_turn_event(self.request.tenant_id, event, started_at=self.started_at)
+        self._queue.put_nowait(event)
+
+    def cancel(self) -> None:
+        self.is_cancel_requested = True
+        if self._llm_task is not None:
+            self._llm_task.cancel()
+
+    async def next_event(self) -> TurnEvent:
+        event = await self._queue.get()
+        self._is_finished = isinstance(event, TurnCompleted | TurnFailed)
+        return event
+
+    async def events(self) -> AsyncIterator[TurnEvent]:
+        """The events still to come, until the final one (none after it was taken)."""
+        while not self._is_finished:
+            yield await self.next_event()
+
+    async def result(self) -> TurnCompleted | TurnFailed:
+        async for event in self.events():
+            if isinstance(event, TurnCompleted | TurnFailed):
+                return event
+        raise AssertionError("a turn always ends with TurnCompleted or TurnFailed")
