@@ -27,6 +27,7 @@ from backend.api import (
 from backend.api.errors import install_error_handlers
 from backend.api.limits import BodySizeLimit
 from backend.api.request_head import ANY_HOST, LOOPBACK_HOSTS, HostPolicy, RequestHeadCheck
+from backend.api.turn_relay import TurnRelays
 from backend.channels.bot_runner import run_bots
 from backend.composition import ADMIN_KEY_ENV, build_services
 from backend.metrics import process_stopped
@@ -124,6 +125,11 @@ def create_app(
         ):
             app.state.services = services
             app.state.channels = channels
+            app.state.relays = relays = TurnRelays(
+                services.coordinator.journal,
+                resume_s=settings.server.sse_resume_s,
+                is_shared=services.coordinator.kind == "redis",
+            )
             runtime = await services.runtimes.get(DEFAULT_TENANT)
             if runtime.is_demo:
                 log.warning(
@@ -140,6 +146,7 @@ def create_app(
             try:
                 yield
             finally:
+                await relays.aclose()
                 process_stopped()
 
     is_public = is_public_docs(settings)

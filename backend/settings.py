@@ -43,6 +43,9 @@ class ServerSettings(Strict):
     allowed_hosts: list[str] | None = None
     public_docs: bool | None = None  # None: on with auth.mode none, off with keys
     sse_keepalive_s: float = Field(15.0, gt=0, le=300)  # a comment on a quiet stream
+    # How long a streaming turn whose client went away runs on for a reconnect (Last-Event-ID)
+    # before it is cancelled; 0 cancels it at once.
+    sse_resume_s: float = Field(10.0, ge=0, le=300)
 
     @field_validator("allowed_hosts")
     @classmethod

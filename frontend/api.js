@@ -125,6 +125,8 @@ export const api = {
   /**
    * Start a turn and yield its events. A refusal before the stream starts throws ApiError;
    * `idempotencyKey` makes a retry resume the same turn instead of adding a second message.
+   * A connection that drops mid-turn is picked up again where it stopped (Last-Event-ID): the
+   * server keeps the turn's events, so no word is lost or shown twice.
    */
   async *streamTurn({ sessionId, message, idempotencyKey, signal }) {
     const response = await send(
@@ -133,6 +135,53 @@ export const api = {
       { session_id: sessionId, message, stream: true },
       { signal, extraHeaders: { "Idempotency-Key": idempotencyKey, Accept: "text/event-stream" } },
     );
-    yield* readEvents(response);
+    let turnId = null;
+    let lastId = null;
+    let events = readEvents(response);
+    for (let attempt = 1; ; attempt += 1) {
+      try {
+        for await (const item of events) {
+          if (item.event === "turn.started") turnId = item.data.turn_id;
+          if (item.id !== null) lastId = item.id;
+          yield item;
+          if (item.event === "turn.completed" || item.event === "error") return;
+        }
+      } catch (err) {
+        if (err.name === "AbortError" || turnId === null || attempt > RESUME_ATTEMPTS) throw err;
+      }
+      if (turnId === null || attempt > RESUME_ATTEMPTS) return; // the caller says: interrupted
+      await pause(RESUME_PAUSE_MS * attempt, signal);
+      events = await resumedEvents(turnId, lastId, signal);
+      if (events === null) return; // the server no longer has the turn's events
+    }
   },
 };
+
+const RESUME_ATTEMPTS = 5;
+const RESUME_PAUSE_MS = 500;
+
+/** The turn's events after `lastId`; null when the server no longer has them, none for now
+ * when it cannot be reached. */
+async function resumedEvents(turnId, lastId, signal) {
+  const extraHeaders = { Accept: "text/event-stream" };
+  if (lastId !== null) extraHeaders["Last-Event-ID"] = lastId;
+  try {
+    const path = `/api/chat/turns/${enc(turnId)}/events`;
+    return readEvents(await send("GET", path, undefined, { signal, extraHeaders }));
+  } catch (err) {
+    if (err.name === "AbortError") throw err;
+    if (err instanceof ApiError && err.status === 404) return null;
+    return (async function* () {})(); // the next attempt tries again
+  }
+}
+
+function pause(ms, signal) {
+  return new Promise((resolve, reject) => {
+    const timer = setTimeout(resolve, ms);
+    const abort = () => {
+      clearTimeout(timer);
+      reject(new DOMException("aborted", "AbortError"));
+    };
+    signal?.addEventListener("abort", abort, { once: true });
+  });
+}

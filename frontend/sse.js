@@ -1,7 +1,8 @@
 // Server-Sent Events over a fetch response body (EventSource cannot POST).
-// Each event is an `event:` line and `data:` lines, ended by a blank line.
+// Each event is an optional `id:` line, an `event:` line and `data:` lines, ended by a blank line.
 
-/** Yield `{event, data}` for each event in `response`'s body; `data` is parsed JSON. */
+/** Yield `{event, data, id}` for each event in `response`'s body; `data` is parsed JSON, `id`
+ * the number a reconnect sends back as Last-Event-ID (null when the stream numbers none). */
 export async function* readEvents(response) {
   const reader = response.body.pipeThrough(new TextDecoderStream()).getReader();
   let buffer = "";
@@ -27,6 +28,7 @@ export async function* readEvents(response) {
 
 export function parseBlock(block) {
   let name = "message";
+  let id = null;
   const data = [];
   for (const line of block.split("\n")) {
     if (line === "" || line.startsWith(":")) continue; // a comment or keep-alive
@@ -35,13 +37,14 @@ export function parseBlock(block) {
     let value = colon === -1 ? "" : line.slice(colon + 1);
     if (value.startsWith(" ")) value = value.slice(1);
     if (field === "event") name = value;
+    else if (field === "id") id = value;
     else if (field === "data") data.push(value);
   }
   if (data.length === 0) return null;
   const text = data.join("\n");
   try {
-    return { event: name, data: JSON.parse(text) };
+    return { event: name, data: JSON.parse(text), id };
   } catch {
-    return { event: name, data: { text } };
+    return { event: name, data: { text }, id };
   }
 }

@@ -1,4 +1,5 @@
-"""A small SSE reader for tests: (event name, JSON data) pairs from a streamed response."""
+"""A small SSE reader for tests: (event name, JSON data) pairs from a streamed response, or
+(id, name, data) with the `id:` a reconnecting client sends back as `Last-Event-ID`."""
 
 from __future__ import annotations
 
@@ -10,15 +11,25 @@ import httpx
 
 
 async def read_events(response: httpx.Response) -> AsyncIterator[tuple[str, dict[str, Any]]]:
+    async for _, name, data in read_events_with_ids(response):
+        yield name, data
+
+
+async def read_events_with_ids(
+    response: httpx.Response,
+) -> AsyncIterator[tuple[int | None, str, dict[str, Any]]]:
+    event_id: int | None = None
     name, data = "", ""
     async for line in response.aiter_lines():
-        if line.startswith("event:"):
+        if line.startswith("id:"):
+            event_id = int(line.removeprefix("id:").strip())
+        elif line.startswith("event:"):
             name = line.removeprefix("event:").strip()
         elif line.startswith("data:"):
             data += line.removeprefix("data:").strip()
         elif line == "" and name:
-            yield name, json.loads(data)
-            name, data = "", ""
+            yield event_id, name, json.loads(data)
+            event_id, name, data = None, "", ""
 
 
 async def stream_turn(

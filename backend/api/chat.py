@@ -1,4 +1,5 @@
-"""Chat routes: one turn (`POST /api/chat/send`, JSON or SSE) and cancel."""
+"""Chat routes: one turn (`POST /api/chat/send`, JSON or SSE), resuming its stream after a
+dropped connection (`GET /api/chat/turns/{turn_id}/events` with `Last-Event-ID`), and cancel."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from fastapi import APIRouter, Header
 from fastapi.responses import JSONResponse, StreamingResponse
 
 from backend.api.auth import ChatTenantDep, TenantDep
-from backend.api.deps import ServicesDep
+from backend.api.deps import RelaysDep, ServicesDep
 from backend.api.revocation import KeyWatchDep, events_until_revoked, result_unless_revoked
 from backend.api.schemas import (
     CancelResponse,
@@ -19,15 +20,16 @@ from backend.api.schemas import (
     ToolCallPublic,
     UsagePublic,
 )
-from backend.api.sse import encode_event
 from backend.api.turn_http import event_stream, failure_response
 from backend.api.user_input import to_user_input
 from backend.domain.events import TurnCompleted, TurnEvent, TurnFailed
 from backend.domain.inbound import InboundMessage
+from backend.errors import NotFound
 
 router = APIRouter(prefix="/api/chat", tags=["chat"])
 
 IdempotencyKey = Annotated[str | None, Header(alias="Idempotency-Key", max_length=200)]
+LastEventId = Annotated[int, Header(alias="Last-Event-ID", ge=0, le=10**9)]
 
 
 @router.post(
@@ -43,6 +45,7 @@ IdempotencyKey = Annotated[str | None, Header(alias="Idempotency-Key", max_lengt
 async def send(
     body: SendRequest,
     services: ServicesDep,
+    relays: RelaysDep,
     tenant_id: ChatTenantDep,
     watch: KeyWatchDep,
     idempotency_key: IdempotencyKey = None,
@@ -64,8 +67,12 @@ async def send(
         if isinstance(first, TurnFailed):
             await events.aclose()
             return failure_response(first)
-        keepalive_s = services.settings.server.sse_keepalive_s
-        return event_stream(handle, _encoded(first, events), keepalive_s=keepalive_s)
+        relay = relays.start(tenant_id, handle.turn_id, _chain(first, events), handle.cancel)
+        return event_stream(
+            relay.follow(0),
+            keepalive_s=services.settings.server.sse_keepalive_s,
+            on_disconnect=lambda: relays.client_gone(relay),
+        )
     end = await result_unless_revoked(handle, watch)
     return failure_response(end) if isinstance(end, TurnFailed) else _send_response(end)
 
@@ -96,15 +103,53 @@ def _send_response(end: TurnCompleted) -> SendResponse:
     )
 
 
-async def _encoded(
+async def _chain(
     first: TurnEvent, events: AsyncGenerator[TurnEvent, None]
-) -> AsyncGenerator[bytes, None]:
+) -> AsyncGenerator[TurnEvent, None]:
     try:
-        yield encode_event(first)
+        yield first
         async for event in events:
-            yield encode_event(event)
+            yield event
     finally:
         await events.aclose()  # events_until_revoked's key watch with it
+
+
+@router.get(
+    "/turns/{turn_id}/events",
+    responses={
+        200: {"content": {"text/event-stream": {}}, "description": "the turn's events after"},
+        404: {"model": ErrorBody},
+    },
+)
+async def resume(
+    turn_id: str,
+    services: ServicesDep,
+    relays: RelaysDep,
+    tenant_id: ChatTenantDep,
+    last_event_id: LastEventId = 0,
+) -> StreamingResponse:
+    """The events of a streaming turn after the client's last (`Last-Event-ID`, the `id:` of
+    the last event it read; none: from the start), as they come, until the turn's last; served
+    by any process. 404 once the turn ended more than two minutes ago: read its messages."""
+    relay = relays.find(tenant_id, turn_id)
+    body = (
+        relay.follow(last_event_id)
+        if relay is not None
+        else await relays.follow_elsewhere(tenant_id, turn_id, after=last_event_id)
+    )
+    if body is None:
+        raise NotFound(
+            "no stream of this turn to resume: it is unknown, or ended over two minutes ago; "
+            "its messages are in the session",
+            code="turn_not_found",
+        )
+    return event_stream(
+        body, keepalive_s=services.settings.server.sse_keepalive_s, on_disconnect=_nothing
+    )
+
+
+def _nothing() -> None:
+    """A reconnected reader going away stops nothing: the turn's own client decides."""
 
 
 @router.post("/sessions/{session_id}/cancel")

@@ -1,4 +1,5 @@
-"""FastAPI dependencies as named types: the services of the app, and its chat-channel bots."""
+"""FastAPI dependencies as named types: the services of the app, its chat-channel bots, and
+its relayed turn streams."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ from typing import Annotated
 
 from fastapi import Depends, Request
 
+from backend.api.turn_relay import TurnRelays
 from backend.channels.bot_runner import BotRunner
 from backend.chat.services import Services
 
@@ -24,3 +26,11 @@ def get_channels(request: Request) -> BotRunner:
 
 
 ChannelsDep = Annotated[BotRunner, Depends(get_channels)]
+
+
+def get_relays(request: Request) -> TurnRelays:
+    relays: TurnRelays = request.app.state.relays
+    return relays
+
+
+RelaysDep = Annotated[TurnRelays, Depends(get_relays)]

@@ -282,7 +282,8 @@ async def _stream(
         return failure_response(head[-1], headers)
     chunks = _Chunks(f"chatcmpl-{handle.turn_id}", int(time.time()), model)
     body = _sse(_chain(head, events), chunks, is_usage_wanted=is_usage_wanted)
-    return event_stream(handle, body, keepalive_s=keepalive_s, headers=headers)
+    # An OpenAI client never resumes a stream: one that goes away stops the model call.
+    return event_stream(body, keepalive_s=keepalive_s, on_disconnect=handle.cancel, headers=headers)
 
 
 async def _chain(

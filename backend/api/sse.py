@@ -45,7 +45,13 @@ EVENT_NAMES: dict[type, tuple[str, Callable[[Any], dict[str, object]]]] = {
 }
 
 
-def encode_event(event: TurnEvent) -> bytes:
+def event_text(event: TurnEvent, event_id: int | None = None) -> str:
+    """The event as SSE; with `event_id`, the `id:` a reconnecting client sends back."""
     name, to_payload = EVENT_NAMES[type(event)]
     data = json.dumps(to_payload(event), ensure_ascii=False, separators=(",", ":"))
-    return f"event: {name}\ndata: {data}\n\n".encode()
+    head = "" if event_id is None else f"id: {event_id}\n"
+    return f"{head}event: {name}\ndata: {data}\n\n"
+
+
+def encode_event(event: TurnEvent) -> bytes:
+    return event_text(event).encode()

@@ -2,18 +2,18 @@
 failure before the answer begins is an HTTP error (with `Retry-After`, rounded up: a client told
 to wait never comes back too early); a stream is SSE, with a comment every
 `server.sse_keepalive_s` while the turn is quiet (a long tool call), so proxies and load
-balancers keep the connection; a client that goes away stops the model call."""
+balancers keep the connection; a client that goes away is reported (`on_disconnect`): `/v1`
+stops the model call, `/api/chat/send` waits for the client to reconnect (`turn_relay`)."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncGenerator, AsyncIterator, Mapping
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Mapping
 
 from fastapi.responses import JSONResponse, StreamingResponse
 
 from backend.api.errors import error_response, retry_after_header
-from backend.chat.turn_handle import TurnHandle
 from backend.domain.events import TurnFailed
 from backend.metrics import ACTIVE_STREAMS
 
@@ -27,22 +27,22 @@ def failure_response(end: TurnFailed, headers: Mapping[str, str] | None = None) 
 
 
 def event_stream(
-    handle: TurnHandle,
     body: AsyncGenerator[bytes, None],
     *,
     keepalive_s: float,
+    on_disconnect: Callable[[], None],
     headers: Mapping[str, str] | None = None,
 ) -> StreamingResponse:
     """`body` (the route's encoding of the turn's events) as an SSE response."""
     return StreamingResponse(
-        _guarded(handle, body, keepalive_s),
+        _guarded(body, keepalive_s, on_disconnect),
         media_type="text/event-stream",
         headers={**(headers or {}), **SSE_HEADERS},
     )
 
 
 async def _guarded(
-    handle: TurnHandle, body: AsyncGenerator[bytes, None], keepalive_s: float
+    body: AsyncGenerator[bytes, None], keepalive_s: float, on_disconnect: Callable[[], None]
 ) -> AsyncIterator[bytes]:
     is_finished = False
     ACTIVE_STREAMS.inc()
@@ -52,8 +52,8 @@ async def _guarded(
         is_finished = True
     finally:
         ACTIVE_STREAMS.dec()
-        if not is_finished:  # the client went away: stop the model call
-            handle.cancel()
+        if not is_finished:
+            on_disconnect()
 
 
 async def with_keepalive(

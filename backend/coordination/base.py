@@ -1,7 +1,8 @@
 """What moves between Tally processes sharing one PostgreSQL database (several workers, several
-hosts): a cancel for a turn another process runs, and the per-tenant requests-per-minute
-window. One process alone keeps both in memory (`LocalCoordinator`); several share them through
-Redis (`coordination.redis_url`, `RedisCoordinator`). Everything stored stays in the database."""
+hosts): a cancel for a turn another process runs, the per-tenant requests-per-minute window,
+and a streaming turn's events for a client that reconnects elsewhere. One process alone keeps
+all of it in memory (`LocalCoordinator`); several share it through Redis
+(`coordination.redis_url`, `RedisCoordinator`). Everything stored stays in the database."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from typing import Literal, Protocol
 
 from limits.aio.storage import Storage
 
+from backend.coordination.journal import TurnJournal
 from backend.errors import TallyError
 
 # Cancels what this process runs of a session's turns; False when it runs none.
@@ -29,6 +31,11 @@ class Coordinator(Protocol):
     @property
     def rate_storage(self) -> Storage:
         """Where the requests-per-minute windows are counted."""
+        ...
+
+    @property
+    def journal(self) -> TurnJournal:
+        """Where streaming turns' events are kept for clients that reconnect elsewhere."""
         ...
 
     async def open(self, cancel_here: CancelHere) -> None:

@@ -7,6 +7,7 @@ from typing import Literal
 from limits.aio.storage import MemoryStorage, Storage
 
 from backend.coordination.base import CancelHere
+from backend.coordination.journal import LocalJournal, TurnJournal
 
 
 class LocalCoordinator:
@@ -14,10 +15,15 @@ class LocalCoordinator:
 
     def __init__(self) -> None:
         self._storage = MemoryStorage()
+        self._journal = LocalJournal()
 
     @property
     def rate_storage(self) -> Storage:
         return self._storage
+
+    @property
+    def journal(self) -> TurnJournal:
+        return self._journal
 
     async def open(self, cancel_here: CancelHere) -> None:
         return None

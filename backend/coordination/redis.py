@@ -4,7 +4,8 @@ A turn's cancel finds its owner wherever the request lands: each process names i
 id) and keeps, per session it runs turns of, its id in a Redis set; a cancel is published on
 the channel of each id in the set. A process that died hears nothing: PUBLISH reaches no
 subscriber, and its id is taken out of the set. The requests-per-minute windows are the `limits`
-library's moving windows in Redis, exact across processes.
+library's moving windows in Redis, exact across processes. Streaming turns' events are kept in
+Redis streams (`redis_journal`).
 """
 
 from __future__ import annotations
@@ -20,6 +21,8 @@ from limits.aio.storage import RedisStorage, Storage
 from redis.exceptions import RedisError
 
 from backend.coordination.base import CancelHere, CoordinationUnavailable
+from backend.coordination.journal import TurnJournal
+from backend.coordination.redis_journal import RedisTurnJournal
 
 log = logging.getLogger(__name__)
 
@@ -47,6 +50,7 @@ class RedisCoordinator:
             key_prefix=f"{prefix}:rate",
             **options,  # type: ignore[arg-type]
         )
+        self._journal = RedisTurnJournal(self._redis, prefix)
         self._listener: asyncio.Task[None] | None = None
         # This process's turns per session; one lock so that set entries are added and taken
         # out in the order turns start and end (a Redis call each, and only at 0 ↔ 1).
@@ -56,6 +60,10 @@ class RedisCoordinator:
     @property
     def rate_storage(self) -> Storage:
         return self._storage
+
+    @property
+    def journal(self) -> TurnJournal:
+        return self._journal
 
     async def open(self, cancel_here: CancelHere) -> None:
         self._listener = asyncio.create_task(self._listen(cancel_here), name="coordination")

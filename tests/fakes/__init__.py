@@ -36,10 +36,16 @@ from urllib.parse import parse_qsl
 @dataclass(frozen=True)
 class Text:
     """A text reply, streamed word by word; `thinking` is streamed first as reasoning
-    (OpenAI-compatible: `reasoning_content` deltas; Anthropic: a thinking block)."""
+    (OpenAI-compatible: `reasoning_content` deltas; Anthropic: a thinking block). `pause_s`
+    is waited after each streamed event, as a slow model takes its time."""
 
     text: str
     thinking: str = ""
+    pause_s: float = 0.0
+
+    async def pause(self) -> None:
+        if self.pause_s:
+            await asyncio.sleep(self.pause_s)
 
 
 @dataclass(frozen=True)

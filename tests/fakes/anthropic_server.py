@@ -72,6 +72,8 @@ class FakeAnthropicServer(FakeServer):
         await reply.start_stream({"request-id": "req_fake"})
         for name, data in _events(step, body):
             await reply.send(f"event: {name}\ndata: {json.dumps(data)}\n\n")
+            if isinstance(step, Text):
+                await step.pause()
         if isinstance(step, StreamCut):
             reply.cut()
         else:

@@ -85,6 +85,8 @@ class FakeOpenAIServer(FakeServer):
             return
         for delta in _deltas(step):
             await reply.send(chunks.sse(delta))
+            if isinstance(step, Text):
+                await step.pause()
         if isinstance(step, StreamError):
             error = {"error": {"message": step.message, "type": step.error_type, "code": None}}
             await reply.send(f"data: {json.dumps(error)}\n\n")

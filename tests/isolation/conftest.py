@@ -21,6 +21,7 @@ from backend.settings import Settings
 from tests.api.test_auth import ADMIN_KEY, bearer
 from tests.conftest import make_settings
 from tests.fakes.summarizer import EchoSummarizer
+from tests.sse import read_events
 
 OPERATOR = bearer(ADMIN_KEY)
 SHARED_CHAT = "chat-42"  # one external chat id (X-Tally-Session) used by both tenants
@@ -187,9 +188,27 @@ async def fill(
         and tenant.facade_session_id != (earlier.facade_session_id if earlier else None)
     )
     expect(is_own, f"/v1 in chat {SHARED_CHAT}: {facade.text[:300]}", is_probe=True)
+    await stream_a_turn(client, provider, tenant)
     if earlier is not None:
         for request in provider.requests[first_request:]:
             audit.check_clean(f"a model request of {tenant.id}", repr(request), {earlier.id})
+
+
+async def stream_a_turn(
+    client: httpx.AsyncClient, provider: ScriptedProvider, tenant: Tenant
+) -> None:
+    """A streamed turn in a session of its own: its events stay readable for a reconnect
+    (`GET /api/chat/turns/{turn_id}/events`), a route the probes try with the other's key."""
+    created = await client.post("/api/chat/sessions", headers=tenant.chat, json={})
+    provider.push(f"{tenant.id}-streamed-reply")
+    body = {"session_id": created.json()["id"], "message": f"{tenant.id}-streamed", "stream": True}
+    async with client.stream("POST", "/api/chat/send", headers=tenant.chat, json=body) as sent:
+        events = [(name, data) async for name, data in read_events(sent)]
+    assert events[-1][0] == "turn.completed", events
+    resumed = await client.get(
+        f"/api/chat/turns/{events[-1][1]['turn_id']}/events", headers=tenant.chat
+    )
+    assert f"{tenant.id}-streamed-reply" in resumed.text, resumed.text
 
 
 async def snapshot(client: httpx.AsyncClient, app: FastAPI, tenant: Tenant) -> dict[str, Any]:
@@ -228,6 +247,12 @@ def owned_ids(state: dict[str, Any], tenant: Tenant) -> dict[str, list[str]]:
         "session": [s["id"] for s in state["sessions"][1]["sessions"]],
         "memory_entry": [e["id"] for e in state["memory"][1]["entries"]],
         "tenant": [tenant.id],
+        "turn": [
+            message["turn_id"]
+            for name, (_, read) in state.items()
+            if name.startswith("messages of")
+            for message in read["messages"]
+        ],
         "api_key": [k["id"] for k in state["keys"][1]["keys"]],
     }
 

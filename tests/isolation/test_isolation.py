@@ -54,7 +54,7 @@ HTTP_METHODS = {"GET", "PUT", "POST", "DELETE", "PATCH", "OPTIONS", "HEAD", "TRA
 class IdProbe:
     """A route taking an id of `kind`, called with another tenant's id and with random ids."""
 
-    kind: str  # session | memory_entry | tenant | api_key
+    kind: str  # session | memory_entry | tenant | api_key | turn
     body: dict[str, Any] | None = None
 
 
@@ -68,6 +68,7 @@ ID_PROBES: dict[tuple[str, str], IdProbe] = {
     ("GET", "/api/chat/sessions/{session_id}/messages"): IdProbe("session"),
     ("GET", "/api/chat/sessions/{session_id}/tool-conversations"): IdProbe("session"),
     ("POST", "/api/chat/sessions/{session_id}/cancel"): IdProbe("session"),
+    ("GET", "/api/chat/turns/{turn_id}/events"): IdProbe("turn"),
     ("DELETE", "/api/memory/entries/{entry_id}"): IdProbe("memory_entry"),
     ("POST", "/api/memory/entries/{entry_id}/revert"): IdProbe("memory_entry"),
     ("PATCH", "/api/admin/tenants/{tenant_id}"): IdProbe(
@@ -126,6 +127,7 @@ def random_ids(kind: str) -> list[str]:
         "memory_entry": [secrets.token_hex(6), str(10**12 + secrets.randbelow(10**12))],
         "tenant": [f"tenant-{secrets.token_hex(4)}"],
         "api_key": [f"key_{secrets.token_hex(8)}"],
+        "turn": [f"turn_{secrets.token_hex(8)}"],
     }[kind]
 
 

@@ -1,7 +1,8 @@
 """Three Tally processes on different ports, sharing one PostgreSQL database and one Redis on
 loopback, started together on an empty database: turns of one session serialize across them, a
-cancel sent to any of them stops the turn another runs, a 5-per-minute limit admits exactly 5
-across them, and the summary of a process killed with SIGKILL is finished by another, once."""
+cancel sent to any of them stops the turn another runs, an SSE stream cut midway resumes on
+another with no token lost or repeated, a 5-per-minute limit admits exactly 5 across them, and
+the summary of a process killed with SIGKILL is finished by another, once."""
 
 from __future__ import annotations
 
@@ -17,8 +18,9 @@ import yaml
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import create_async_engine
 
+from tests.api.test_stream_resume import LONG_REPLY, cut_after, resume, text_of
 from tests.crash import ServerFiles, TallyProcess, write_config
-from tests.fakes import Delay
+from tests.fakes import Delay, Text
 from tests.fakes.openai_server import FakeOpenAIServer
 from tests.sse import read_events
 
@@ -112,6 +114,14 @@ async def test_three_processes_serialize_turns_cancel_anywhere_and_finish_a_dead
                         cancel = await b.post(f"/api/chat/sessions/{other}/cancel")
             assert cancel.json() == {"cancelled": True}
             assert events[-1][0] == "error" and events[-1][1]["code"] == "cancelled"
+
+            # A stream cut midway on one process resumes on another: every event once, in order.
+            upstream.push(Text(LONG_REPLY, pause_s=0.02))
+            body = {"session_id": await new_session(a), "message": "long please", "stream": True}
+            seen = await cut_after(a, body, deltas=5)
+            streamed = seen + await resume(b, seen[0][2]["turn_id"], seen[-1][0])
+            assert [event_id for event_id, _, _ in streamed] == list(range(1, len(streamed) + 1))
+            assert text_of(streamed) == LONG_REPLY and streamed[-1][1] == "turn.completed"
 
             # The doomed process dies (SIGKILL) right after a summary is written, before its
             # memory line; a live one resumes the job once the lease runs out, exactly once.
