@@ -128,8 +128,10 @@ class OverflowWorker:
                     job = jobs[0] if jobs else await self._plan(tenant_id, session_id)
                     if job is None:
                         return
-                    if not await self._run_when_due(job):  # another worker holds it
-                        await self._sleep(self._policy.lease_s / 4)
+                    if not await self._run_when_due(job):
+                        # Another worker holds the job: it plans the session's next one when
+                        # done, and a dead worker's job is swept up once its lease runs out.
+                        return
                     faults = 0
                 except Exception as exc:
                     fault = as_storage_fault(exc)

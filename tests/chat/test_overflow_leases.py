@@ -95,9 +95,13 @@ async def test_a_job_whose_worker_died_is_taken_over_when_its_lease_runs_out(
     second = create_app(
         settings, provider=ScriptedProvider(replies=["ok"]), summarizer_provider=summarizer
     )
-    async with serve(second) as client:
+    async with serve(second):  # its sweep finds the job once the dead one's lease ran out
+        for _ in range(600):  # 60 s: far more than a passing run needs
+            (job,) = await jobs_of(second)
+            if job.status == "done":
+                break
+            await asyncio.sleep(0.1)
         await second.state.services.runtimes.wait_idle()
-        (job,) = await jobs_of(second)
     memory = parse_document((tmp_path / "MEMORY.md").read_text(encoding="utf-8"))
     assert job.status == "done" and summarizer.calls == 1
     assert [e.content for e in memory.entries] == [FIRST_TWO]
