@@ -13,7 +13,7 @@ import logging
 import random
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from datetime import UTC, date, datetime, timedelta
+from datetime import UTC, datetime, timedelta
 
 from backend.chat.failpoints import Failpoints
 from backend.chat.summarizer import Summarizer
@@ -307,8 +307,7 @@ class OverflowWorker:
         entry = await self._memory.append_once(
             tenant_id=job.tenant_id,
             scope_key=job.scope_key,
-            entry=NewEntry(
-                date=date.today(),
+            entry=NewEntry(  # dated by the store: today in UTC, as every memory line
                 source="auto-overflow" if job.kind == "overflow" else "auto-summary",
                 content=job.memory_line,
                 provenance=Provenance(job.session_id, job.memory_from_id, job.last_message_id),

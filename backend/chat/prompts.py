@@ -1,17 +1,26 @@
 """Prompt rendering: templates from `prompts/` in a Jinja sandbox with StrictUndefined.
 
-Only files in `prompts/` are template source. Everything passed in (user text, summaries,
-memory lines, persona fields) is a value: `{{ 7*7 }}` inside it stays literal.
+Only files in `prompts/` are template source: the configured folder, then the shipped one for
+a template it lacks (a folder an older `tally init` wrote still starts). Everything passed in
+(user text, summaries, memory lines, persona fields) is a value: `{{ 7*7 }}` inside it stays
+literal.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from jinja2 import FileSystemLoader, StrictUndefined, TemplateError, TemplateNotFound
+from jinja2 import (
+    ChoiceLoader,
+    FileSystemLoader,
+    StrictUndefined,
+    TemplateError,
+    TemplateNotFound,
+)
 from jinja2.sandbox import SandboxedEnvironment
 
 from backend.errors import ConfigError
+from backend.resources import prompts_dir as shipped_prompts_dir
 
 
 class TemplateProblem(ConfigError):
@@ -31,7 +40,9 @@ class PromptRenderer:
     def __init__(self, prompts_dir: Path | str) -> None:
         self.prompts_dir = Path(prompts_dir)
         self._env = SandboxedEnvironment(
-            loader=FileSystemLoader(str(prompts_dir)),
+            loader=ChoiceLoader(
+                [FileSystemLoader(str(prompts_dir)), FileSystemLoader(str(shipped_prompts_dir()))]
+            ),
             undefined=StrictUndefined,
             autoescape=False,
             keep_trailing_newline=False,

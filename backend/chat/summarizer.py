@@ -23,6 +23,7 @@ from backend.providers.base import ChatProvider
 NOTHING_TO_RECORD = re.compile(r"^\W*(nothing to record|无需记录)\W*$", re.IGNORECASE)
 SECTION = re.compile(r"^#{1,3}\s*(memory|summary|记忆|摘要)\s*[:：]?\s*$", re.I | re.M)
 SUMMARY_MAX_CHARS = 4000
+SYSTEM_TEMPLATE = "overflow_summary_system.md.j2"
 
 
 class SummaryFailed(TallyError):
@@ -78,6 +79,7 @@ class Summarizer:
         """Render the summary prompt once with sample values (ConfigError if it fails)."""
         sample = {"role": "user", "content": "My name is Ada.", "is_for_memory": True}
         try:
+            self._prompts.check(SYSTEM_TEMPLATE)
             self._prompts.check(
                 summary_template(language),
                 messages=[sample],
@@ -151,7 +153,7 @@ class Summarizer:
         )
         request = ChatRequest(
             model=model.name,
-            system="You distill conversations into durable memory. Follow the format exactly.",
+            system=self._prompts.render(SYSTEM_TEMPLATE).strip(),
             messages=(RequestMessage(role="user", content=prompt),),
             max_output_tokens=1024,
         )

@@ -41,6 +41,7 @@ from backend.memory.entries import (
     rank_entries,
     split_source,
     standard_header,
+    utc_today,
     with_header,
 )
 from backend.storage.database import Database
@@ -67,7 +68,7 @@ class DatabaseMemoryStore:
         self, *, tenant_id: str, scope_key: str, entries: Sequence[NewEntry]
     ) -> list[MemoryEntry]:
         check_scope(tenant_id, scope_key)
-        today = _today()
+        today = utc_today()
         prepared = [prepare_entry(entry, today=today) for entry in entries]
         if not prepared:
             return []
@@ -78,7 +79,7 @@ class DatabaseMemoryStore:
     async def append_once(self, *, tenant_id: str, scope_key: str, entry: NewEntry) -> MemoryEntry:
         check_scope(tenant_id, scope_key)
         provenance = require_provenance(entry)
-        fields = prepare_entry(entry, today=_today())
+        fields = prepare_entry(entry, today=utc_today())
         async with self._database.write() as conn:
             await self._lock_scope(conn, tenant_id, scope_key)
             existing = await conn.execute(
@@ -243,7 +244,3 @@ def _line_from_row(row: Row[Any]) -> DocumentLine:
         return DocumentLine(row.content)
     entry = _entry_from_row(row)
     return DocumentLine(entry.line, entry)
-
-
-def _today() -> dt.date:
-    return dt.datetime.now(dt.UTC).date()

@@ -108,6 +108,11 @@ class MemoryEntry:
         return format_line(self.date, self.source, self.content)
 
 
+def utc_today() -> dt.date:
+    """The date every memory line is written with, whichever store and whoever writes it."""
+    return dt.datetime.now(dt.UTC).date()
+
+
 @dataclass(frozen=True)
 class NewEntry:
     """An entry to write. `source` is the kind (`manual`, `auto-overflow`...); `date` defaults

@@ -14,7 +14,6 @@ Invariants:
 from __future__ import annotations
 
 import asyncio
-import datetime as dt
 import hashlib
 import os
 import stat
@@ -48,6 +47,7 @@ from backend.memory.entries import (
     rank_entries,
     render_lines,
     standard_header,
+    utc_today,
 )
 
 T = TypeVar("T")
@@ -125,7 +125,7 @@ class FileMemoryStore:
     async def append(
         self, *, tenant_id: str, scope_key: str, entries: Sequence[NewEntry]
     ) -> list[MemoryEntry]:
-        today = _today()
+        today = utc_today()
         lines = [prepare_entry(entry, today=today).line for entry in entries]
         if not lines:
             return []
@@ -138,7 +138,7 @@ class FileMemoryStore:
 
     async def append_once(self, *, tenant_id: str, scope_key: str, entry: NewEntry) -> MemoryEntry:
         provenance = require_provenance(entry)
-        fields = prepare_entry(entry, today=_today())
+        fields = prepare_entry(entry, today=utc_today())
 
         def append_unless_present(
             document: MemoryDocument,
@@ -256,7 +256,3 @@ def _write_atomically(path: Path, data: bytes, mode: int) -> StatKey:
 
 def _stat_key(result: os.stat_result) -> StatKey:
     return (result.st_dev, result.st_ino, result.st_mtime_ns, result.st_size)
-
-
-def _today() -> dt.date:
-    return dt.datetime.now(dt.UTC).date()

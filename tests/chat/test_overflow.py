@@ -5,10 +5,13 @@ from __future__ import annotations
 
 import asyncio
 import shutil
+import time
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import httpx
+import pytest
 from sqlalchemy import select
 
 from backend.app import create_app
@@ -222,3 +225,28 @@ async def test_a_memory_write_that_fails_evicts_nothing_until_it_succeeds(
     (entry,) = parse_document((blocker / "MEMORY.md").read_text(encoding="utf-8")).entries
     assert entry.content == "the user likes tea"
     assert len(summarizer.requests) == 1  # the saved summary was reused, not asked for again
+
+
+async def test_summarizer_lines_are_dated_in_utc_whatever_the_servers_zone(
+    database_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # UTC+14: for ten hours of each UTC day its date is already tomorrow's.
+    monkeypatch.setenv("TZ", "Pacific/Kiritimati")
+    time.tzset()
+    try:
+        app = create_app(
+            overflow_settings(database_url, tmp_path),
+            provider=ScriptedProvider(replies=["ok"]),
+            summarizer_provider=ScriptedProvider(replies=[GOOD_SUMMARY]),
+        )
+        before = datetime.now(UTC).date()
+        async with serve(app) as client:
+            session_id = (await client.post("/api/chat/sessions", json={})).json()["id"]
+            await run_until_overflow(client, session_id)
+            await app.state.services.runtimes.wait_idle()
+        after = datetime.now(UTC).date()
+    finally:
+        monkeypatch.delenv("TZ")
+        time.tzset()
+    entries = parse_document((tmp_path / "MEMORY.md").read_text(encoding="utf-8")).entries
+    assert entries and all(e.date in {before, after} for e in entries)

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import shutil
 from datetime import UTC, datetime
+from pathlib import Path
 
 import pytest
 
@@ -110,3 +112,22 @@ async def test_chinese_sessions_use_the_chinese_prompt() -> None:
     output = await summarize(s, s.model_for(0, retries_per_model=3), language="zh")
     assert "你负责维护" in model.requests[0].messages[0].content
     assert output.facts == () and output.summary == "打招呼。"
+
+
+async def test_the_summarizers_instructions_come_from_the_prompts_folder(tmp_path: Path) -> None:
+    own = tmp_path / "prompts"
+    shutil.copytree(ROOT / "prompts", own)
+    (own / "overflow_summary_system.md.j2").write_text("Keep only what matters to the user.\n")
+    older = tmp_path / "older"  # as an older `tally init` wrote it: no system template
+    shutil.copytree(ROOT / "prompts", older)
+    (older / "overflow_summary_system.md.j2").unlink()
+    shipped = (ROOT / "prompts" / "overflow_summary_system.md.j2").read_text(encoding="utf-8")
+    systems = []
+    for folder in (own, older):
+        model = ScriptedProvider(replies=["## Memory\n- Ada\n## Summary\nHello."])
+        s = Summarizer([SummaryModel(model, "m")], PromptRenderer(folder))
+        s.check_template("en")
+        await summarize(s, s.model_for(0, retries_per_model=3))
+        systems.append(model.requests[0].system)
+    assert systems[0] == "Keep only what matters to the user."
+    assert systems[1] == shipped.split("-#}", 1)[1].strip()
