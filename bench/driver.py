@@ -134,19 +134,33 @@ class Driver:
         return time.perf_counter() - start
 
     def cpu(self) -> float:
-        """utime + stime of the server process, all threads, in seconds."""
-        if not self.args.pid:
-            return 0.0
-        with open(f"/proc/{self.args.pid}/stat", encoding="ascii") as f:
-            fields = f.read().rsplit(")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / CLK_TCK
+        """utime + stime of the server and its worker processes, all threads, in seconds."""
+        total = 0
+        for pid in self.server_pids():
+            with open(f"/proc/{pid}/stat", encoding="ascii") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+            total += int(fields[11]) + int(fields[12])
+        return total / CLK_TCK
 
     def peak_rss_mb(self) -> float | None:
+        """The peak RSS (VmHWM) of the server, summed over its worker processes."""
         if not self.args.pid:
             return None
-        with open(f"/proc/{self.args.pid}/status", encoding="ascii") as f:
-            kb = next((int(ln.split()[1]) for ln in f if ln.startswith("VmHWM:")), None)
-        return None if kb is None else round(kb / 1024, 1)
+        kb = 0
+        for pid in self.server_pids():
+            with open(f"/proc/{pid}/status", encoding="ascii") as f:
+                kb += next((int(ln.split()[1]) for ln in f if ln.startswith("VmHWM:")), 0)
+        return round(kb / 1024, 1)
+
+    def server_pids(self) -> list[int]:
+        """--pid and its descendants (`tally serve --workers` forks its workers)."""
+        pids, i = ([self.args.pid] if self.args.pid else []), 0
+        while i < len(pids):
+            for task in os.listdir(f"/proc/{pids[i]}/task"):
+                with open(f"/proc/{pids[i]}/task/{task}/children", encoding="ascii") as f:
+                    pids += [int(child) for child in f.read().split()]
+            i += 1
+        return pids
 
 
 async def measure(args: argparse.Namespace) -> dict[str, Any]:

@@ -6,6 +6,10 @@ driver (`bench/driver.py`, httpx2) warms it up, waits until it is idle, measures
 it is idle again (background work after the reply counts). Seeded sessions get one unmeasured
 turn first, reported on a line of its own. The report goes to stdout and bench/out/latest.json.
 
+`--workers N` measures several workers instead: `tally serve --workers W` for W = 1 … N on the
+config's PostgreSQL server (a scratch database per run, dropped after) and its Redis, at 8 and
+64 concurrent sessions.
+
 Environment:
   TALLY_BENCH_FLOOR=DIR   also run the floor app (`DIR/floor_app.py`: the smallest honest chat
                           endpoint) through the non-stream scenarios; print Tally/floor ratios
@@ -31,6 +35,7 @@ from typing import Any
 
 from backend.bench.prompt_bench import measure_prompt_build
 from backend.bench.report import SEED_MESSAGES, build_report, progress, render
+from backend.bench.scratch_database import scratch_database
 from backend.settings import Settings
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -47,6 +52,7 @@ class Scenario:
     turns: int  # per session
     seed: int = 0
     stream: bool = False
+    workers: int = 0  # `tally serve --workers`, on PostgreSQL; 0: one process on SQLite
 
 
 class BenchError(Exception):
@@ -65,10 +71,40 @@ def scenarios(is_quick: bool) -> list[Scenario]:
     ]
 
 
-def run_benchmark(settings: Settings, *, is_quick: bool) -> int:
+def workers_scenarios(is_quick: bool, workers: int) -> list[Scenario]:
+    few, many = (10, 5) if is_quick else (50, 20)
+    return [
+        Scenario(
+            f"w{w}-{sessions}",
+            f"{w} worker{'s' * (w > 1)}: {sessions} × {turns}",
+            sessions,
+            turns,
+            workers=w,
+        )
+        for w in range(1, workers + 1)
+        for sessions, turns in ((8, few), (64, many))
+    ]
+
+
+def workers_problem(settings: Settings) -> str | None:
+    if settings.database.url.startswith("sqlite"):
+        return (
+            f"--workers needs PostgreSQL: set database.url in {settings.source} (the bench makes "
+            "a scratch database on that server for each run and drops it after)"
+        )
+    if settings.coordination.redis_url is None:
+        return f"--workers needs coordination.redis_url in {settings.source}"
+    return None
+
+
+def run_benchmark(settings: Settings, *, is_quick: bool, workers: int = 0) -> int:
     """Measure every scenario, print the report and save it as JSON; 1 if any turn failed.
-    `settings` is not used: the bench writes its own config around the fake upstream."""
-    del settings
+    The bench writes its own config around the fake upstream; with `workers`, it takes the
+    PostgreSQL server and Redis of `settings`."""
+    problem = workers_problem(settings) if workers else None
+    if problem is not None:
+        print(f"tally bench: {problem}", file=sys.stderr)
+        return 2
     floor = os.environ.get("TALLY_BENCH_FLOOR")
     floor_dir = str(Path(floor).resolve()) if floor else None
     if floor_dir and not (Path(floor_dir) / "floor_app.py").is_file():
@@ -84,14 +120,17 @@ def run_benchmark(settings: Settings, *, is_quick: bool) -> int:
         print("tally bench: TALLY_BENCH_PIN needs taskset and 2 CPUs; not pinning", file=sys.stderr)
         pin = False
     previous = signal.signal(signal.SIGTERM, _interrupt)
-    procs = Processes(pin)
+    procs = Processes(pin, settings)
+    chosen = workers_scenarios(is_quick, workers) if workers else scenarios(is_quick)
     runs: list[dict[str, Any]] = []
     try:
         up_url = procs.start_upstream()
         pairs = 0  # the order of Tally and the floor alternates from pair to pair (ABBA)
         for repeat in range(repeats):
-            for scenario in scenarios(is_quick):
-                names = ["tally", "floor"] if floor_dir and not scenario.stream else ["tally"]
+            for scenario in chosen:
+                # The floor is one process: beside Tally's non-stream runs of one process.
+                is_floored = floor_dir and not scenario.stream and scenario.workers <= 1
+                names = ["tally", "floor"] if is_floored else ["tally"]
                 pairs += len(names) - 1
                 for name in names if pairs % 2 else names[::-1]:
                     run = procs.measure(name, scenario, up_url, floor_dir)
@@ -127,8 +166,9 @@ class Processes:
     out (SIGTERM, then SIGKILL). They run in sessions of their own, so a Ctrl-C reaches only
     the bench, which then stops them in order."""
 
-    def __init__(self, pin: bool) -> None:
+    def __init__(self, pin: bool, settings: Settings) -> None:
         self.pin = pin
+        self.settings = settings
         self.tmp = Path(tempfile.mkdtemp(prefix="tally-bench-"))
         self.running: dict[str, subprocess.Popen[bytes]] = {}
         self.count = 0
@@ -167,16 +207,41 @@ class Processes:
         """Start a fresh server, drive it through one scenario, stop it."""
         self.count += 1
         run = f"{self.count:02d}-{name}-{scenario.key}"
-        port, db = free_port(), self.tmp / f"{run}.db"
+        db = self.tmp / f"{run}.db"
         if name == "floor" and floor_dir:
+            port = free_port()
             env = {"FLOOR_DB_PATH": str(db), "LLM_BASE_URL": f"{up_url}/v1"}
             cmd = [sys.executable, str(Path(floor_dir) / "floor_app.py"), "--port", str(port)]
             server = self.start(run, cmd, cpu="0", env=env)
-        else:
-            config = self.tmp / f"{run}.yaml"  # YAML is a superset of JSON
-            config.write_text(json.dumps(tally_config(db, up_url), indent=2), encoding="utf-8")
-            cmd = [*tally_command(), "serve", "--config", str(config), "--port", str(port)]
-            server = self.start(run, cmd, cpu="0")
+            return self.drive(run, name, server, port, scenario, up_url, db)
+        if not scenario.workers:
+            config = tally_config(f"sqlite+aiosqlite:///{db}", up_url)
+            return self.serve_and_drive(run, scenario, up_url, db, config)
+        with scratch_database(self.settings.database.url, run) as url:
+            config = workers_config(url, up_url, self.settings, run)
+            return self.serve_and_drive(run, scenario, up_url, db, config)
+
+    def serve_and_drive(
+        self, run: str, scenario: Scenario, up_url: str, db: Path, config: dict[str, Any]
+    ) -> dict[str, Any]:
+        port = free_port()
+        path = self.tmp / f"{run}.yaml"  # YAML is a superset of JSON
+        path.write_text(json.dumps(config, indent=2), encoding="utf-8")
+        cmd = [*tally_command(), "serve", "--config", str(path), "--port", str(port)]
+        cmd += ["--workers", str(scenario.workers)] if scenario.workers else []
+        server = self.start(run, cmd, cpu="0")
+        return self.drive(run, "tally", server, port, scenario, up_url, db)
+
+    def drive(
+        self,
+        run: str,
+        name: str,
+        server: subprocess.Popen[bytes],
+        port: int,
+        scenario: Scenario,
+        up_url: str,
+        db: Path,
+    ) -> dict[str, Any]:
         try:
             self.wait_port(run, server, port)
             url = f"http://{HOST}:{port}"
@@ -233,10 +298,10 @@ def tally_command() -> list[str]:
     return [str(script)] if script.exists() else [sys.executable, "-m", "backend"]
 
 
-def tally_config(db: Path, up_url: str) -> dict[str, Any]:
+def tally_config(database_url: str, up_url: str) -> dict[str, Any]:
     return {
         "server": {"host": HOST},
-        "database": {"url": f"sqlite+aiosqlite:///{db}"},
+        "database": {"url": database_url},
         "providers": {
             "fake": {"kind": "openai_compatible", "base_url": f"{up_url}/v1", "max_retries": 0}
         },
@@ -245,6 +310,15 @@ def tally_config(db: Path, up_url: str) -> dict[str, Any]:
         "tools": {"enabled": ["now"]},
         "prompts_dir": str(ROOT / "prompts"),
     }
+
+
+def workers_config(url: str, up_url: str, settings: Settings, run: str) -> dict[str, Any]:
+    """The bench's config on a scratch PostgreSQL database and the configured Redis, under a
+    key prefix of the run's own."""
+    coordination = settings.coordination.model_dump(exclude_none=True)
+    config = tally_config(url, up_url)
+    config["coordination"] = {**coordination, "key_prefix": f"tally-bench-{run}"}
+    return config
 
 
 def free_port() -> int:

@@ -50,7 +50,7 @@ def build_report(
         if a and c:
             growth[name] = _ratio(c["cpu_ms_per_turn"], a["cpu_ms_per_turn"])
     ratios = []
-    for key in ("a", "b", "c"):
+    for key in dict.fromkeys(r["scenario"] for r in results):
         tally, floor = find("tally", key), find("floor", key)
         if tally and floor:
             values = {m: _ratio(tally[m], floor[m]) for m in RATIO_METRICS}
@@ -131,8 +131,10 @@ def render(report: dict[str, Any]) -> str:
             f"| {_fmt(r['prompt_kb_per_call'], 2)} |"
         )
     lines += ["", "CPU ms/turn is the figure to compare: turns/s and latency also move with load."]
+    lines += ["CPU and peak RSS count every process of the server (with --workers, each worker)."]
     growth = ", ".join(f"{k} {_fmt(v, 2, '×')}" for k, v in report["overhead_growth"].items())
-    lines += [f"Overhead growth (CPU ms/turn with {SEED_MESSAGES:,} messages ÷ a): {growth}"]
+    if growth:
+        lines += [f"Overhead growth (CPU ms/turn with {SEED_MESSAGES:,} messages ÷ a): {growth}"]
     first = [r for r in report["results"] if r["first_turn_cpu_ms"] is not None]
     if first:
         costs = ", ".join(

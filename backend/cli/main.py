@@ -81,6 +81,12 @@ def _parser() -> argparse.ArgumentParser:
     keys.set_defaults(command=_keys)
     bench = commands.add_parser("bench", help="measure per-turn server overhead")
     bench.add_argument("--quick", action="store_true", help="fewer turns, for a smoke run")
+    bench.add_argument(
+        "--workers",
+        type=int,
+        default=0,
+        help="measure 1 to N workers on the config's PostgreSQL and Redis instead",
+    )
     bench.set_defaults(command=_bench)
     init = commands.add_parser("init", help="write a commented config.yaml and prompts/")
     init.add_argument("directory", nargs="?", type=Path, default=Path("."), metavar="DIR")
@@ -172,7 +178,7 @@ def _keys(args: argparse.Namespace) -> int:
 def _bench(args: argparse.Namespace) -> int:
     from backend.bench.benchmark import run_benchmark
 
-    return run_benchmark(_settings(args), is_quick=args.quick)
+    return run_benchmark(_settings(args), is_quick=args.quick, workers=args.workers)
 
 
 def _init(args: argparse.Namespace) -> int:
