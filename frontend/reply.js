@@ -6,10 +6,6 @@ import { copyButton, h, icon, setAttrs, setText } from "./dom.js";
 import { formatTime, locale } from "./i18n.js";
 import { renderMarkdown } from "./markdown.js";
 
-/** The server starts a reply with this note when its request was compacted (emergency). */
-export const COMPACTION_NOTE =
-  "_(Earlier messages were compacted to fit the model's context window.)_";
-
 /** A tool call as a card: name, arguments, result and duration. */
 export class ToolCard {
   constructor({ tool_call_id, tool_name, arguments: args }) {
@@ -101,8 +97,6 @@ export class ReplyView {
     this.cards = new Map();
     this.texts = [];
     this.frame = 0;
-    this.head = ""; // the reply's first words, held until they are known not to be the note
-    this.isTrimming = false; // drop the blank lines that follow the note
     this.marker = null;
   }
 
@@ -111,6 +105,8 @@ export class ReplyView {
     const view = new ReplyView(options);
     view.el.dataset.id = message.id;
     view.el.dataset.turnId = message.turn_id;
+    if (message.compacted) view.compaction();
+    if (message.thinking) view.thinkingText(message.thinking);
     for (const call of toolConversations) {
       view.toolCall(call);
       view.toolResult(call);
@@ -138,7 +134,7 @@ export class ReplyView {
 
   /**
    * Mark the reply as answered from a compacted request: a divider above it, with the token
-   * counts of the `compaction` event when there is one (a stored reply only has the note).
+   * counts of the `compaction` event when there is one (a stored reply only has its flag).
    */
   compaction(data = null) {
     const number = new Intl.NumberFormat(locale());
@@ -170,29 +166,7 @@ export class ReplyView {
     this.el.prepend(marker);
   }
 
-  /** What of `chunk` is reply text: the compaction note at the start becomes the marker. */
-  takeText(chunk) {
-    let text = chunk;
-    if (this.head !== null) {
-      this.head += chunk;
-      const isMaybeNote = this.head.length < COMPACTION_NOTE.length;
-      if (isMaybeNote && COMPACTION_NOTE.startsWith(this.head)) return "";
-      const head = this.head;
-      this.head = null;
-      if (!head.startsWith(COMPACTION_NOTE)) return head;
-      if (!this.marker) this.compaction();
-      this.isTrimming = true;
-      text = head.slice(COMPACTION_NOTE.length);
-    }
-    if (this.isTrimming) {
-      text = text.trimStart();
-      this.isTrimming = !text;
-    }
-    return text;
-  }
-
-  text(chunk) {
-    const text = this.takeText(chunk);
+  text(text) {
     if (!text) return;
     if (!this.segment) {
       this.segment = { source: "", el: h("div", { class: "md" }) };
@@ -224,9 +198,6 @@ export class ReplyView {
   }
 
   closeSegment() {
-    const held = this.head;
-    this.head = null; // only the reply's first words can be the note
-    if (held) this.text(held);
     this.render({ hasCaret: false });
     this.segment = null;
   }

@@ -76,6 +76,8 @@ class MessagePublic(BaseModel):
     created_at: datetime
     images: list[ImagePublic] = []
     is_archived: bool = False
+    compacted: bool = False  # a reply answered from a request compacted to fit the context
+    thinking: str = ""  # a reply's reasoning, when the model streamed any
 
 
 class MessageList(BaseModel):

@@ -49,6 +49,8 @@ def message_public(message: StoredMessage, *, window_start_id: int) -> MessagePu
         created_at=message.created_at,
         images=[ImagePublic(media_type=i.media_type, data=i.data) for i in message.images],
         is_archived=message.id < window_start_id,
+        compacted=message.compacted,
+        thinking=message.thinking,
     )
 
 

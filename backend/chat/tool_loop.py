@@ -44,6 +44,8 @@ class LoopOutcome:
     tool_calls: list[ToolCallRecord] = field(default_factory=list)
     is_complete: bool = False
     context_tokens: int = 0
+    is_compacted: bool = False  # the request was compacted to fit the context
+    thinking: str = ""  # the reasoning streamed before and between the reply's parts
 
     @property
     def reply(self) -> str:
@@ -70,7 +72,10 @@ async def run_tool_loop(
             if isinstance(event, TextDelta):
                 outcome.reply_parts[-1] += event.text
                 yield event
-            elif isinstance(event, ThinkingDelta | RetryScheduled):
+            elif isinstance(event, ThinkingDelta):
+                outcome.thinking += event.text
+                yield event
+            elif isinstance(event, RetryScheduled):
                 yield event
             elif isinstance(event, ToolCallRequested):
                 calls.append(event.call)

@@ -18,7 +18,6 @@ from backend.chat.turn_handle import TurnHandle, TurnRequest
 from backend.chat.turn_lock import SessionLocks
 from backend.coordination.base import Coordinator
 from backend.domain.events import (
-    TextDelta,
     ToolCallRecord,
     TurnCompleted,
     TurnFailed,
@@ -35,9 +34,6 @@ from backend.tenancy.quotas import TokenQuota
 from backend.tools.base import ToolContext
 
 log = logging.getLogger(__name__)
-
-
-COMPACTION_NOTE = "_(Earlier messages were compacted to fit the model's context window.)_"
 
 
 class TurnRunner:
@@ -230,10 +226,9 @@ class TurnRunner:
         user_message = window[-1]
         built = await runtime.builder.build(session, window)
         outcome.context_tokens = built.estimated_tokens
-        if built.compaction is not None:
-            handle.emit(built.compaction)
-            handle.emit(TextDelta(COMPACTION_NOTE + "\n\n"))
-            outcome.reply_parts.append(COMPACTION_NOTE)
+        if built.compaction is not None:  # the event says so, and a flag on the reply: the
+            handle.emit(built.compaction)  # reply's text is only what the model said
+            outcome.is_compacted = True
         is_platform_chat = session.channel in CHAT_PLATFORMS and session.external_key
         chat = f"{session.channel}:{session.external_key}" if is_platform_chat else None
         context = ToolContext(
@@ -301,6 +296,8 @@ class TurnRunner:
                 status="complete" if is_complete else "incomplete",
                 token_count=runtime.counter.count(reply),
                 has_tool_calls=bool(outcome.tool_calls),
+                compacted=outcome.is_compacted,
+                thinking=outcome.thinking,
                 usage=UsageDay(
                     session.tenant_id,
                     datetime.now(UTC).date(),

@@ -51,6 +51,8 @@ class StoredMessage:
     created_at: datetime
     images: tuple[ImagePart, ...] = ()
     token_count: int | None = None
+    compacted: bool = False  # a reply answered from a request compacted to fit the context
+    thinking: str = ""  # a reply's reasoning, as the model streamed it
 
 
 @dataclass(frozen=True, slots=True)

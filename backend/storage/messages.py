@@ -41,6 +41,8 @@ def message_from_row(row: Row[Any]) -> StoredMessage:
         created_at=created_at if created_at.tzinfo else created_at.replace(tzinfo=UTC),
         images=_images_from_parts(row.parts),
         token_count=row.token_count,
+        compacted=row.compacted,
+        thinking=row.thinking or "",
     )
 
 
@@ -64,6 +66,8 @@ async def insert_message(
     images: Sequence[ImagePart] = (),
     token_count: int | None = None,
     idempotency_key: str | None = None,
+    compacted: bool = False,
+    thinking: str = "",
 ) -> StoredMessage:
     """Append one message inside the caller's write transaction and touch its session."""
     now = datetime.now(UTC)
@@ -80,6 +84,8 @@ async def insert_message(
             token_count=token_count,
             idempotency_key=idempotency_key,
             created_at=now,
+            compacted=compacted,
+            thinking=thinking or None,
         )
     )
     if role == "user":  # a session is as recent as its last message from the user
@@ -95,6 +101,8 @@ async def insert_message(
         created_at=now,
         images=tuple(images),
         token_count=token_count,
+        compacted=compacted,
+        thinking=thinking,
     )
 
 
@@ -216,6 +224,8 @@ class MessageRepository:
         token_count: int | None = None,
         usage: UsageDay | None = None,
         has_tool_calls: bool = True,
+        compacted: bool = False,
+        thinking: str = "",
     ) -> StoredMessage:
         """Store the turn's assistant reply, link the turn's tool conversations to it and
         account its usage: one transaction."""
@@ -232,6 +242,8 @@ class MessageRepository:
                     turn_id=turn_id,
                     status=status,
                     token_count=token_count,
+                    compacted=compacted,
+                    thinking=thinking,
                 )
                 if has_tool_calls:
                     await link_tool_conversations(

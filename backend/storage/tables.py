@@ -21,6 +21,7 @@ from sqlalchemy import (
     Table,
     Text,
     UniqueConstraint,
+    false,
 )
 
 metadata = MetaData()
@@ -86,6 +87,8 @@ messages = Table(
     Column("token_count", Integer),
     Column("idempotency_key", String(200)),
     Column("created_at", Timestamp, nullable=False),
+    Column("compacted", Boolean, nullable=False, server_default=false()),  # its request was
+    Column("thinking", Text),  # the model's reasoning before the reply
     Index("ix_messages_tenant_session_id", "tenant_id", "session_id", "id"),
     Index("ix_messages_turn", "tenant_id", "turn_id"),
     UniqueConstraint("tenant_id", "idempotency_key", name="uq_messages_idempotency_key"),

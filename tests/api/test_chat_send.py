@@ -12,7 +12,12 @@ import pytest
 from backend.app import create_app
 from backend.domain.messages import ToolCall
 from backend.errors import ProviderUnavailable
-from backend.providers.scripted import ScriptedProvider, ScriptedStreamCut, ScriptedToolCalls
+from backend.providers.scripted import (
+    ScriptedProvider,
+    ScriptedStreamCut,
+    ScriptedThinking,
+    ScriptedToolCalls,
+)
 from backend.settings import Settings
 from tests.conftest import make_settings, serve
 from tests.sse import read_events, stream_turn
@@ -403,3 +408,17 @@ async def test_an_image_whose_bytes_match_its_type_is_kept(
         stored = await messages_of(client, response.json()["session_id"])
     assert response.status_code == 200, response.text
     assert stored[0]["images"] == [{"media_type": media_type, "data": data}]
+
+
+async def test_a_replys_reasoning_is_stored_with_it_and_not_in_its_text(
+    settings: Settings,
+) -> None:
+    provider = ScriptedProvider()
+    provider.push(ScriptedThinking("Two and two make four.", "Four."))
+    async with serve(create_app(settings, provider=provider)) as client:
+        session_id = await new_session(client)
+        events = await stream_turn(client, {"session_id": session_id, "message": "2+2?"})
+        stored = await messages_of(client, session_id)
+    assert [d["text"] for n, d in events if n == "thinking.delta"] == ["Two and two make four."]
+    assert (stored[1]["content"], stored[1]["thinking"]) == ("Four.", "Two and two make four.")
+    assert stored[0]["thinking"] == ""

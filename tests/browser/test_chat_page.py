@@ -18,7 +18,7 @@ from playwright.async_api import Browser, expect
 
 from backend.domain.messages import ToolCall
 from backend.errors import ProviderUnavailable
-from backend.providers.scripted import ScriptedProvider, ScriptedToolCalls
+from backend.providers.scripted import ScriptedProvider, ScriptedThinking, ScriptedToolCalls
 from tests.browser.harness import Tally, last_reply, running_tally, send, wait_for_reply
 from tests.conftest import ROOT
 
@@ -434,3 +434,21 @@ async def test_edit_and_resend_sends_the_edited_text_as_a_new_turn(
     ]
     await expect(page.get_by_test_id("input")).to_have_value("")  # the composer was not used
     await tally.screenshot(page, "edited-and-resent")
+
+
+async def test_reasoning_is_kept_with_the_reply_and_shown_collapsed_after_a_reload(
+    tally: Tally, provider: ScriptedProvider
+) -> None:
+    provider.push(ScriptedThinking("The user wants a number. Seven is prime.", "Seven."))
+    page = await tally.open_page()
+    await send(page, "Pick a prime number.")
+    await wait_for_reply(page)
+    await page.reload()
+    thinking = last_reply(page).locator("details.thinking")
+    await expect(thinking).to_have_count(1)
+    assert await thinking.get_attribute("open") is None  # collapsed until asked for
+    await expect(thinking.locator("summary")).to_contain_text("Thinking")
+    await thinking.locator("summary").click()
+    await expect(thinking).to_contain_text("Seven is prime.")
+    await expect(last_reply(page).locator(".md")).to_have_text("Seven.")
+    await tally.screenshot(page, "thinking-after-reload")

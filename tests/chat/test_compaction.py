@@ -56,8 +56,12 @@ async def test_over_the_emergency_limit_old_turns_leave_the_request_not_storage(
     assert (too_long.status_code, too_long.json()["error"]["code"]) == (413, "context_too_long")
     assert after.status_code == 200
     assert len([m for m in stored if m["role"] == "user"]) == 10  # nothing left storage
-    compacted_reply = next(m for m in stored if "compacted" in m["content"])
-    assert compacted_reply["status"] == "complete"
+    # A compacted request's reply says so by its flag; its text is the model's alone, so no
+    # note reaches the model or the summarizer with the history.
+    compacted = [m for m in stored if m["compacted"]]
+    assert compacted and all(m["role"] == "assistant" for m in compacted)
+    assert all((m["content"], m["status"]) == ("short", "complete") for m in compacted)
+    assert not any("compacted" in message.content for r in chat.requests for message in r.messages)
 
 
 async def test_images_are_stored_but_stripped_for_a_model_without_vision(
