@@ -119,7 +119,7 @@ export const api = {
   /** Remember one fact by hand; answers the stored entry (source `manual`, dated today). */
   addMemoryEntry: (content) => json("POST", "/api/memory/entries", { content }),
   deleteMemoryEntry: (id) => json("DELETE", `/api/memory/entries/${enc(id)}`),
-  /** Undo the compaction that wrote an `auto-overflow` entry; answers `{session_id}`. */
+  /** Undo the summary that wrote an entry; answers `{session_id, returned_to_window}`. */
   revertMemoryEntry: (id) => json("POST", `/api/memory/entries/${enc(id)}/revert`),
 
   /**

@@ -128,10 +128,15 @@ export class MemoryEntryView {
   async revert(button) {
     button.disabled = true;
     try {
-      const { session_id: sessionId } = await api.revertMemoryEntry(this.entry.id);
+      const reverted = await api.revertMemoryEntry(this.entry.id);
       this.clearSlot();
-      toast("memoryReverted");
-      await Promise.all([this.onChanged(), this.onReverted(sessionId)]);
+      if (reverted.returned_to_window) {
+        toast("memoryReverted");
+        await Promise.all([this.onChanged(), this.onReverted(reverted.session_id)]);
+      } else {
+        toast("memoryRedistilled"); // its new line shows the next time the list is drawn
+        await this.onChanged();
+      }
     } catch (err) {
       this.showError("memoryRevertFailed", err);
     }

@@ -18,7 +18,7 @@ from backend.api.schemas import (
     RevertResponse,
 )
 from backend.api.text_fields import Text
-from backend.chat.revert import revert_compaction
+from backend.chat.revert import revert_line
 from backend.errors import InvalidInput
 from backend.memory.entries import MemoryDocument, MemoryEntry, NewEntry, neutralise
 
@@ -131,13 +131,20 @@ async def delete_entry(
 async def revert_entry(
     entry_id: str, services: ServicesDep, tenant_id: TenantDep, user: UserScope = ""
 ) -> RevertResponse:
-    """Undo the compaction that wrote this entry: the entry goes, its turns return."""
-    session_id = await revert_compaction(
+    """Undo the summary that wrote this entry: the entry goes, and its turns return to the
+    conversation (its latest eviction) or are distilled again from the stored messages."""
+    reverted = await revert_line(
         tenant_id=tenant_id,
         scope_key=user,
         entry_id=entry_id,
         memory=services.memory,
         jobs=services.overflow_jobs,
         messages=services.messages,
+        sessions=services.sessions,
     )
-    return RevertResponse(session_id=session_id)
+    if not reverted.is_returned_to_window:
+        runtime = await services.runtimes.get(tenant_id)
+        runtime.overflow.resume_session(tenant_id, reverted.session_id)
+    return RevertResponse(
+        session_id=reverted.session_id, returned_to_window=reverted.is_returned_to_window
+    )

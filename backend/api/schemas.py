@@ -174,6 +174,7 @@ class MemoryEntryList(BaseModel):
 
 class RevertResponse(BaseModel):
     session_id: str
+    returned_to_window: bool  # else the turns are being distilled into memory again
 
 
 class TenantCreate(Body):

@@ -9,6 +9,7 @@ waits with backoff and is retried, then with the fallback model. The user's turn
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import random
 from collections.abc import Awaitable, Callable, Sequence
@@ -20,7 +21,7 @@ from backend.chat.summarizer import Summarizer
 from backend.chat.window import WindowPolicy, plan_eviction
 from backend.domain.messages import Session, StoredMessage
 from backend.errors import SessionNotFound, TallyError
-from backend.memory.base import MemoryStore
+from backend.memory.base import MemoryEntryNotFound, MemoryStore
 from backend.memory.entries import NewEntry, Provenance
 from backend.metrics import SUMMARIZER_RUNS, TOKENS
 from backend.storage.faults import as_storage_fault
@@ -295,6 +296,13 @@ class OverflowWorker:
             self._failpoints.hit("overflow.summarized")
             job = await self._jobs.get(tenant_id=job.tenant_id, job_id=job.id)
         if job.status == "summarized":
+            if job.memory_entry_id is not None:  # distilled again after a revert
+                with contextlib.suppress(MemoryEntryNotFound):
+                    await self._memory.delete(
+                        tenant_id=job.tenant_id,
+                        scope_key=job.scope_key,
+                        entry_id=job.memory_entry_id,
+                    )
             entry_id = await self._write_memory(job)
             await self._jobs.record_memory(job, memory_entry_id=entry_id)
             self._failpoints.hit("overflow.memory_written")

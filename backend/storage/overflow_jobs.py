@@ -287,28 +287,57 @@ class OverflowJobRepository:
                     )
                 )
 
-    async def done_for_range(
-        self, *, tenant_id: str, session_id: str, last_message_id: int
+    async def done_for_line(
+        self, *, tenant_id: str, session_id: str, memory_from_id: int, last_message_id: int
     ) -> OverflowJob | None:
-        """The completed overflow job that distilled up to `last_message_id`, if any."""
+        """The completed job (either kind) that distilled this range into a memory line."""
         async with self._db.read() as conn:
             row = (
                 await conn.execute(
                     select(overflow_jobs).where(
                         overflow_jobs.c.tenant_id == tenant_id,
                         overflow_jobs.c.session_id == session_id,
-                        overflow_jobs.c.kind == "overflow",
                         overflow_jobs.c.status == "done",
+                        overflow_jobs.c.memory_from_id == memory_from_id,
                         overflow_jobs.c.last_message_id == last_message_id,
                     )
                 )
             ).first()
             return _job(row) if row is not None else None
 
+    async def redo(self, job: OverflowJob, *, replacing: str) -> bool:
+        """Make a completed job pending again, to distill its range once more. Its memory step
+        deletes the line `replacing` before it writes the new one, so the range has at most
+        one line at every step (crashes included). Completing it again changes no window,
+        watermark or summary: those only move forward, and the session moved on.
+        False when the job is not done (another revert got there first)."""
+        async with self._db.write() as conn:
+            result = await conn.execute(
+                update(overflow_jobs)
+                .where(
+                    overflow_jobs.c.tenant_id == job.tenant_id,
+                    overflow_jobs.c.id == job.id,
+                    overflow_jobs.c.status == "done",
+                )
+                .values(
+                    status="pending",
+                    memory_line=None,
+                    memory_entry_id=replacing,
+                    attempts=0,
+                    next_attempt_at=None,
+                    leased_until=None,
+                    last_error=None,
+                    updated_at=datetime.now(UTC),
+                )
+            )
+            return result.rowcount == 1
+
     async def revert(self, job: OverflowJob) -> bool:
         """Undo a completed overflow: its messages return to the window, the summary and the
         watermark go back, and the job is forgotten so the range can be summarized again.
         False when the session moved on (a later compaction, or the window changed)."""
+        if job.kind != "overflow":
+            return False
         async with self._db.write() as conn:
             result = await conn.execute(
                 update(sessions)

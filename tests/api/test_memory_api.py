@@ -128,7 +128,7 @@ async def test_a_compaction_can_be_reverted(database_url: str, tmp_path: Path) -
     assert entry["source"] == "auto-overflow"
     assert entry["provenance"]["session_id"] == session_id
     assert before["window_start_id"] > 0 and before["summary"]
-    assert reverted.json() == {"session_id": session_id}
+    assert reverted.json() == {"session_id": session_id, "returned_to_window": True}
     assert after["window_start_id"] == entry["provenance"]["first_message_id"]
     assert after["summary"] == ""
     assert memory["entries"] == []
