@@ -77,13 +77,15 @@ def build_summarizer(
 ) -> tuple[Summarizer, list[ChatProvider]]:
     """The summarizer's own model when configured, falling back to the chat model."""
     chat_model = SummaryModel(provider, model.name)
+    budget = settings.memory.summarizer_input_tokens
     own = settings.summarizer
     if own.provider is None or own.name is None:
-        return Summarizer([chat_model], prompts), []
+        return Summarizer([chat_model], prompts, input_budget_tokens=budget), []
     own_provider = build_chat_provider(
         settings.providers, ModelSettings(provider=own.provider, name=own.name), outcomes=outcomes
     )
-    return Summarizer([SummaryModel(own_provider, own.name), chat_model], prompts), [own_provider]
+    models = [SummaryModel(own_provider, own.name), chat_model]
+    return Summarizer(models, prompts, input_budget_tokens=budget), [own_provider]
 
 
 @asynccontextmanager
@@ -364,6 +366,7 @@ class RuntimeFactory:
             language=settings.persona.language,
             retry_base_s=memory.retry_base_s,
             lease_s=memory.lease_s,
+            max_attempts=memory.max_summary_attempts,
         )
         return OverflowWorker(
             jobs=self.jobs,

@@ -182,6 +182,11 @@ class MemorySettings(Strict):
     # A summarizer job's lease, renewed while it runs: a crashed worker's job is taken over
     # after at most this long.
     lease_s: float = Field(30.0, ge=1, le=600)
+    # Failed summaries of a range before it is kept as a raw line (its identifiers and where it
+    # is) for `tally memory resummarize`: the window moves on, nothing is silently lost.
+    max_summary_attempts: int = Field(6, ge=1, le=100)
+    # A range larger than this is summarized in parts; a message larger is cut in the prompt.
+    summarizer_input_tokens: int = Field(8_000, ge=500)
     auto_summarize: AutoSummarizeSettings = AutoSummarizeSettings()
 
 

@@ -3,7 +3,10 @@
 After each turn `after_turn` checks (in memory, no I/O) whether the window overflowed or the
 automatic memory write is due; if so one drain task per session journals a job and walks it
 through its steps (see storage/overflow_jobs.py). A failed summary evicts nothing: the job
-waits with backoff and is retried, then with the fallback model. The user's turn never waits.
+waits with backoff and is retried, then with the fallback model; once `max_attempts` failed,
+the range is kept as a raw line (`auto-raw`: its identifiers and where it is) so the window moves
+on and nothing is silently lost, for `tally memory resummarize` later. The user's turn never
+waits.
 """
 
 from __future__ import annotations
@@ -17,7 +20,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
 from backend.chat.failpoints import Failpoints
-from backend.chat.summarizer import Summarizer
+from backend.chat.summarizer import Summarizer, SummaryOutput, raw_output
 from backend.chat.window import WindowPolicy, plan_eviction
 from backend.domain.messages import Session, StoredMessage
 from backend.errors import SessionNotFound, TallyError
@@ -42,6 +45,7 @@ class OverflowPolicy:
     retries_per_model: int = 3
     retry_base_s: float = 2.0
     retry_max_s: float = 300.0
+    max_attempts: int = 6  # failed summaries before the range is kept as a raw line
     lease_s: float = 30.0  # renewed every third of it while a job runs; a crashed worker's
     # job is free again after this
 
@@ -57,6 +61,13 @@ def auto_write_range(
     if fresh and (len(fresh) >= policy.auto_min_messages or chars >= policy.auto_min_chars):
         return fresh[0].id, fresh[-1].id
     return None
+
+
+def memory_source(job: OverflowJob, *, is_raw: bool) -> str:
+    """The source a job's memory line is written with: which summarizer, or raw."""
+    if is_raw:
+        return "auto-raw"
+    return "auto-overflow" if job.kind == "overflow" else "auto-summary"
 
 
 class OverflowWorker:
@@ -270,20 +281,21 @@ class OverflowWorker:
             if not messages:
                 await self._jobs.abandon(job, reason="the messages no longer exist")
                 return
-            model = self._summarizer.model_for(
-                job.attempts, retries_per_model=self._policy.retries_per_model
-            )
-            output = await self._summarizer.summarize(
-                model,
-                messages=messages,
-                memory_from_id=job.memory_from_id,
-                previous_summary=job.previous_summary,
-                language=self._policy.language,
-            )
-            is_fallback = self._summarizer.has_fallback and (
-                job.attempts >= self._policy.retries_per_model
-            )
-            SUMMARIZER_RUNS.labels(job.tenant_id, "fallback" if is_fallback else "ok").inc()
+            if self._is_spent(job):
+                output = raw_output(
+                    messages,
+                    memory_from_id=job.memory_from_id,
+                    previous_summary=job.previous_summary,
+                )
+                log.warning(
+                    "overflow job %s: %s attempts failed; its range is kept as a raw line",
+                    job.id,
+                    job.attempts,
+                    extra={"tenant": job.tenant_id, "session": job.session_id},
+                )
+                SUMMARIZER_RUNS.labels(job.tenant_id, "raw").inc()
+            else:
+                output = await self._summarize(job, messages)
             TOKENS.labels(job.tenant_id, "summarizer").inc(
                 output.usage.prompt_tokens + output.usage.completion_tokens
             )
@@ -309,6 +321,26 @@ class OverflowWorker:
         await self._jobs.complete(job, delete_evicted=self._policy.delete_evicted)
         self._failpoints.hit("overflow.done")
 
+    async def _summarize(self, job: OverflowJob, messages: list[StoredMessage]) -> SummaryOutput:
+        model = self._summarizer.model_for(
+            job.attempts, retries_per_model=self._policy.retries_per_model
+        )
+        output = await self._summarizer.summarize(
+            model,
+            messages=messages,
+            memory_from_id=job.memory_from_id,
+            previous_summary=job.previous_summary,
+            language=self._policy.language,
+        )
+        is_fallback = self._summarizer.has_fallback and (
+            job.attempts >= self._policy.retries_per_model
+        )
+        SUMMARIZER_RUNS.labels(job.tenant_id, "fallback" if is_fallback else "ok").inc()
+        return output
+
+    def _is_spent(self, job: OverflowJob) -> bool:
+        return job.attempts >= self._policy.max_attempts
+
     async def _write_memory(self, job: OverflowJob) -> str | None:
         if not job.memory_line:
             return None  # "nothing to record": the range leaves with no memory line
@@ -316,7 +348,7 @@ class OverflowWorker:
             tenant_id=job.tenant_id,
             scope_key=job.scope_key,
             entry=NewEntry(  # dated by the store: today in UTC, as every memory line
-                source="auto-overflow" if job.kind == "overflow" else "auto-summary",
+                source=memory_source(job, is_raw=self._is_spent(job)),
                 content=job.memory_line,
                 provenance=Provenance(job.session_id, job.memory_from_id, job.last_message_id),
             ),
@@ -327,6 +359,8 @@ class OverflowWorker:
         SUMMARIZER_RUNS.labels(job.tenant_id, "failed").inc()
         backoff = min(self._policy.retry_base_s * 2**job.attempts, self._policy.retry_max_s)
         delay = backoff * (0.5 + random.random())
+        if job.attempts + 1 >= self._policy.max_attempts:
+            delay = 0.0  # the last one failed: keep the range as a raw line now
         log.warning(
             "overflow job %s failed (%s, attempt %s); retry in %.1f s",
             job.id,

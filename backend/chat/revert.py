@@ -13,7 +13,7 @@ from backend.storage.messages import MessageRepository
 from backend.storage.overflow_jobs import OverflowJobRepository
 from backend.storage.sessions import SessionRepository
 
-SUMMARIZER_SOURCES = ("auto-overflow", "auto-summary")
+SUMMARIZER_SOURCES = ("auto-overflow", "auto-summary", "auto-raw")
 
 
 @dataclass(frozen=True, slots=True)

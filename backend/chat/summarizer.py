@@ -4,10 +4,16 @@ The answer is asked for in two sections (`## Memory`, `## Summary`). An answer t
 the format is still used: its text becomes both the memory fact and the summary, so nothing
 the model wrote is dropped. "Nothing to record" (or the seed's 无需记录) means no memory line.
 A failed or empty call raises `SummaryFailed`; the caller evicts nothing and retries later.
+
+A range larger than the summarizer's input budget is summarized in parts, each with the
+summary so far (so the last part's summary covers them all), and the parts' facts are joined;
+a single message larger than the budget is cut in the prompt (its identifiers are still kept).
+When every attempt failed, `raw_output` stands in: the identifiers and a pointer to the range.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -23,6 +29,7 @@ from backend.providers.base import ChatProvider
 NOTHING_TO_RECORD = re.compile(r"^\W*(nothing to record|无需记录)\W*$", re.IGNORECASE)
 SECTION = re.compile(r"^#{1,3}\s*(memory|summary|记忆|摘要)\s*[:：]?\s*$", re.I | re.M)
 SUMMARY_MAX_CHARS = 4000
+CHARS_PER_TOKEN = 4  # for messages stored without a token count
 SYSTEM_TEMPLATE = "overflow_summary_system.md.j2"
 
 
@@ -71,9 +78,16 @@ class SummaryModel:
 
 
 class Summarizer:
-    def __init__(self, models: Sequence[SummaryModel], prompts: PromptRenderer) -> None:
+    def __init__(
+        self,
+        models: Sequence[SummaryModel],
+        prompts: PromptRenderer,
+        *,
+        input_budget_tokens: int = 8_000,
+    ) -> None:
         self._models = list(models)
         self._prompts = prompts
+        self._budget = input_budget_tokens
 
     def check_template(self, language: str) -> None:
         """Render the summary prompt once with sample values (ConfigError if it fails)."""
@@ -108,8 +122,37 @@ class Summarizer:
         previous_summary: str,
         language: str,
     ) -> SummaryOutput:
+        """The range's facts and the updated summary, in parts when it is too large."""
+        facts: list[str] = []
+        usage = Usage()
+        summary = previous_summary
+        for part in split_by_budget(messages, self._budget):
+            output = await self._summarize_part(
+                model,
+                messages=[cut_to_budget(m, self._budget) for m in part],
+                memory_from_id=memory_from_id,
+                previous_summary=summary,
+                language=language,
+                keep=extract_identifiers(
+                    m.content for m in part if m.role == "user" and m.id >= memory_from_id
+                ),
+            )
+            facts += output.facts
+            usage.add(output.usage)
+            summary = output.summary
+        return SummaryOutput(tuple(facts), summary, usage)
+
+    async def _summarize_part(
+        self,
+        model: SummaryModel,
+        *,
+        messages: Sequence[StoredMessage],
+        memory_from_id: int,
+        previous_summary: str,
+        language: str,
+        keep: list[str],
+    ) -> SummaryOutput:
         for_memory = [m for m in messages if m.id >= memory_from_id]
-        keep = extract_identifiers(m.content for m in for_memory if m.role == "user")
         output = await self.distill(
             model, messages, memory_from_id, previous_summary, language, keep
         )
@@ -161,6 +204,53 @@ class Summarizer:
         facts, summary = parse_output(text)
         summary = summary[:SUMMARY_MAX_CHARS] or previous_summary
         return SummaryOutput(facts, summary, usage)
+
+
+def raw_output(
+    messages: Sequence[StoredMessage], *, memory_from_id: int, previous_summary: str
+) -> SummaryOutput:
+    """What a range leaves in memory when no summarizer attempt succeeded: a line with the
+    identifiers its user messages hold (what the fidelity gate keeps) and where the messages
+    are, for `tally memory resummarize`; the summary stays as it was."""
+    for_memory = [m for m in messages if m.id >= memory_from_id]
+    if not for_memory:
+        return SummaryOutput((), previous_summary, Usage())
+    identifiers = extract_identifiers(m.content for m in for_memory if m.role == "user")
+    where = f"not summarized yet: messages #{for_memory[0].id}–#{for_memory[-1].id}"
+    line = f"{where}; they mention {', '.join(identifiers)}" if identifiers else where
+    return SummaryOutput((line,), previous_summary, Usage())
+
+
+def split_by_budget(
+    messages: Sequence[StoredMessage], budget_tokens: int
+) -> list[list[StoredMessage]]:
+    """Consecutive parts of whole messages, each within the budget (a larger message alone)."""
+    parts: list[list[StoredMessage]] = [[]]
+    used = 0
+    for message in messages:
+        tokens = _tokens(message)
+        if parts[-1] and used + tokens > budget_tokens:
+            parts.append([])
+            used = 0
+        parts[-1].append(message)
+        used += tokens
+    return [part for part in parts if part]
+
+
+def cut_to_budget(message: StoredMessage, budget_tokens: int) -> StoredMessage:
+    """The message as the summarizer reads it: cut, with a note, when it alone is too large."""
+    limit = budget_tokens * CHARS_PER_TOKEN
+    if _tokens(message) <= budget_tokens or len(message.content) <= limit:
+        return message
+    cut = len(message.content) - limit
+    content = f"{message.content[:limit]} […{cut:,} more characters not shown]"
+    return dataclasses.replace(message, content=content)
+
+
+def _tokens(message: StoredMessage) -> int:
+    if message.token_count is not None:
+        return message.token_count
+    return len(message.content) // CHARS_PER_TOKEN + 1
 
 
 def summary_template(language: str) -> str:

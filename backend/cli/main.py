@@ -61,8 +61,10 @@ def _parser() -> argparse.ArgumentParser:
     doctor = commands.add_parser("doctor", help="check config, database and provider")
     doctor.add_argument("--offline", action="store_true", help="do not call the provider")
     doctor.set_defaults(command=_doctor)
-    memory = commands.add_parser("memory", help="show, search or edit MEMORY.md")
-    memory.add_argument("action", choices=["show", "search", "edit"])
+    memory = commands.add_parser(
+        "memory", help="show, search or edit MEMORY.md, or summarize its raw lines again"
+    )
+    memory.add_argument("action", choices=["show", "search", "edit", "resummarize"])
     memory.add_argument("query", nargs="?", default="", help="words to search for")
     memory.add_argument("--tenant", default="default")
     memory.add_argument("--user", default="", help="end user (memory.scope: user)")
@@ -146,6 +148,10 @@ def _doctor(args: argparse.Namespace) -> int:
 def _memory(args: argparse.Namespace) -> int:
     from backend.cli.memory_command import run_memory_command
 
+    if args.action == "resummarize":
+        from backend.cli.resummarize import run_resummarize
+
+        return asyncio.run(run_resummarize(_settings(args), tenant_id=args.tenant, user=args.user))
     if args.action == "search" and not args.query.strip():
         print("tally memory search: give the words to look for", file=sys.stderr)
         return 2
