@@ -341,7 +341,11 @@ class RuntimeFactory:
             settings=RequestSettings(
                 persona=settings.persona,
                 model=ModelLimits(
-                    model.name, model.max_output_tokens, model.temperature, model.supports_vision
+                    model.name,
+                    model.max_output_tokens,
+                    model.temperature,
+                    model.supports_vision,
+                    model.thinking_budget_tokens,
                 ),
                 budget=budget,
                 scope_by_user=memory.scope == "user",

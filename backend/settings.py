@@ -24,8 +24,11 @@ from pydantic import (
 from backend.channel_settings import ChannelSettings, bot_name_problems
 from backend.coordination_settings import CoordinationSettings
 from backend.errors import ConfigError
+from backend.provider_settings import ModelRef as ModelRef
+from backend.provider_settings import ModelSettings as ModelSettings
+from backend.provider_settings import ProviderSettings as ProviderSettings
 from backend.resources import prompts_dir as bundled_prompts
-from backend.settings_base import EnvName, Strict
+from backend.settings_base import Strict
 from backend.settings_errors import describe_problems, describe_validation_error
 from backend.storage.database import Pools
 
@@ -99,37 +102,6 @@ class DatabaseSettings(Strict):
         if not url.startswith(("sqlite+aiosqlite://", "postgresql+asyncpg://")):
             raise ValueError("use sqlite+aiosqlite:///PATH or postgresql+asyncpg://...")
         return url
-
-
-class ProviderSettings(Strict):
-    """One vendor endpoint. Vendors are rows like this one, not classes."""
-
-    kind: Literal["openai_compatible", "anthropic", "scripted"]
-    base_url: str | None = None
-    api_key_env: EnvName | None = None
-    timeout_s: float = Field(60.0, gt=0)
-    connect_timeout_s: float = Field(10.0, gt=0)
-    max_retries: int = Field(2, ge=0, le=10)
-    max_retry_wait_s: float = Field(30.0, ge=0)
-    replies: list[str] = Field(default_factory=list)  # scripted only: replies to cycle through
-
-    def api_key(self) -> str | None:
-        return os.environ.get(self.api_key_env) if self.api_key_env else None
-
-
-class ModelSettings(Strict):
-    provider: str
-    name: str
-    context_window: int = Field(128_000, ge=256)
-    max_output_tokens: int = Field(4096, ge=1)
-    temperature: float | None = Field(None, ge=0, le=2)
-    supports_vision: bool = True  # false: images are kept in storage but not sent
-    fallbacks: list[ModelRef] = Field(default_factory=list)
-
-
-class ModelRef(Strict):
-    provider: str
-    name: str
 
 
 class SummarizerSettings(Strict):

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from backend.errors import ConfigError
-from backend.settings import load_settings
+from backend.settings import ModelSettings, load_settings
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -112,3 +112,51 @@ def test_server_refuses_to_start_with_a_bad_config(tmp_path: Path) -> None:
     assert result.returncode == 2
     assert "server.prot: unknown key" in result.stderr
     assert str(path) in result.stderr
+
+
+THINKING_MODEL = "providers:\n  p: {kind: anthropic}\nmodel: {provider: p, name: m, %s}\n"
+
+
+@pytest.mark.parametrize(
+    ("model", "reason"),
+    [
+        ("thinking_budget_tokens: 512", "at least 1024 tokens"),
+        ("thinking_budget_tokens: 4096", "must be below max_output_tokens (4096)"),
+        (
+            "max_output_tokens: 2048, thinking_budget_tokens: 3000",
+            "must be below max_output_tokens (2048)",
+        ),
+    ],
+)
+def test_thinking_budget_outside_anthropics_limits_is_refused(
+    tmp_path: Path, model: str, reason: str
+) -> None:
+    path = write(tmp_path, THINKING_MODEL % model)
+    with pytest.raises(ConfigError) as caught:
+        load_settings(path)
+    assert "model.thinking_budget_tokens" in caught.value.message
+    assert reason in caught.value.message
+
+
+def test_thinking_settings_default_off_and_parse_when_set(tmp_path: Path) -> None:
+    text = (
+        "providers:\n"
+        "  a: {kind: anthropic}\n"
+        "  d: {kind: openai_compatible, reasoning_in_tool_loop: true}\n"
+        "  o: {kind: openai_compatible}\n"
+        "model: {provider: a, name: m, max_output_tokens: 8192, thinking_budget_tokens: 4096}\n"
+    )
+    settings = load_settings(write(tmp_path, text))
+    assert settings.model is not None and settings.model.thinking_budget_tokens == 4096
+    assert settings.providers["d"].reasoning_in_tool_loop
+    assert not settings.providers["o"].reasoning_in_tool_loop
+    assert ModelSettings(provider="a", name="m").thinking_budget_tokens is None
+
+
+def test_reasoning_in_tool_loop_is_refused_outside_openai_compatible(tmp_path: Path) -> None:
+    path = write(tmp_path, "providers:\n  a: {kind: anthropic, reasoning_in_tool_loop: true}\n")
+    with pytest.raises(ConfigError) as caught:
+        load_settings(path)
+    assert "providers.a.reasoning_in_tool_loop: Value error, for kind openai_compatible only" in (
+        caught.value.message
+    )

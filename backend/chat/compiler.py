@@ -19,6 +19,7 @@ class ModelLimits:
     max_output_tokens: int
     temperature: float | None = None
     supports_vision: bool = True
+    thinking_budget_tokens: int | None = None  # extended thinking (Anthropic); None: off
 
 
 def history_from_window(window: Sequence[StoredMessage]) -> list[StoredMessage]:
@@ -55,4 +56,5 @@ def compile_request(
         tools=tuple(tools),
         max_output_tokens=model.max_output_tokens,
         temperature=model.temperature,
+        thinking_budget_tokens=model.thinking_budget_tokens,
     )

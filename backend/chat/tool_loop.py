@@ -2,7 +2,8 @@
 
 Intermediate assistant tool-call messages and tool results exist only in the request built
 during this turn; each executed call is handed to `record` as soon as it finishes, so it is
-stored even if the turn fails later.
+stored even if the turn fails later. A step's reasoning blocks travel on its tool-call message,
+so the adapter can send them back within this loop; they are never stored.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from backend.chat.budget import repair_tool_pairing
 from backend.domain.events import (
     RetryScheduled,
     TextDelta,
+    ThinkingBlockDone,
     ThinkingDelta,
     ToolCallRecord,
     ToolCallRequested,
@@ -25,6 +27,7 @@ from backend.domain.events import (
 )
 from backend.domain.messages import ToolCall, Usage
 from backend.domain.requests import ChatRequest, RequestMessage
+from backend.domain.thinking import ThinkingBlock
 from backend.providers.base import ChatProvider
 from backend.tools.base import ToolContext
 from backend.tools.registry import ToolRegistry
@@ -67,6 +70,7 @@ async def run_tool_loop(
     for iteration in range(max_iterations + 1):
         step = _step_request(request, messages, is_last=iteration == max_iterations)
         calls: list[ToolCall] = []
+        thinking: list[ThinkingBlock] = []
         outcome.reply_parts.append("")
         async for event in provider.stream(step):
             if isinstance(event, TextDelta):
@@ -75,6 +79,8 @@ async def run_tool_loop(
             elif isinstance(event, ThinkingDelta):
                 outcome.thinking += event.text
                 yield event
+            elif isinstance(event, ThinkingBlockDone):  # for the next step, never the client
+                thinking.append(event.block)
             elif isinstance(event, RetryScheduled):
                 yield event
             elif isinstance(event, ToolCallRequested):
@@ -85,7 +91,12 @@ async def run_tool_loop(
             outcome.is_complete = True
             return
         messages.append(
-            RequestMessage("assistant", outcome.reply_parts[-1], tool_calls=tuple(calls))
+            RequestMessage(
+                "assistant",
+                outcome.reply_parts[-1],
+                tool_calls=tuple(calls),
+                thinking=tuple(thinking),
+            )
         )
         for call in calls:
             yield ToolStarted(call=call)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from backend.domain.messages import ToolCall, Usage
+from backend.domain.thinking import ThinkingBlock
 
 # ---- provider events ------------------------------------------------------------------------
 
@@ -17,6 +18,14 @@ class TextDelta:
 @dataclass(frozen=True, slots=True)
 class ThinkingDelta:
     text: str
+
+
+@dataclass(frozen=True, slots=True)
+class ThinkingBlockDone:
+    """One complete block of the reasoning already streamed as `ThinkingDelta`s, for the tool
+    loop to send back with the step's tool calls. Provider-internal: never a turn event."""
+
+    block: ThinkingBlock
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,7 +55,13 @@ class RetryScheduled:
 
 
 ProviderEvent = (
-    TextDelta | ThinkingDelta | ToolCallRequested | UsageReported | Finished | RetryScheduled
+    TextDelta
+    | ThinkingDelta
+    | ThinkingBlockDone
+    | ToolCallRequested
+    | UsageReported
+    | Finished
+    | RetryScheduled
 )
 
 # ---- turn events (SSE) --------------------------------------------------------------------

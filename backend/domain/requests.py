@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from backend.domain.messages import ImagePart, ToolCall
+from backend.domain.thinking import ThinkingBlock
 
 
 @dataclass(frozen=True, slots=True)
@@ -13,7 +14,9 @@ class RequestMessage:
     """One message of a model request.
 
     `role="assistant"` may carry `tool_calls`; `role="tool"` carries the result of the call
-    named by `tool_call_id`.
+    named by `tool_call_id`. `thinking` is the reasoning of the step that made those calls,
+    set only within the tool loop of the current turn (stored history carries none); each
+    adapter sends it back where its vendor requires it and drops it where it forbids it.
     """
 
     role: Literal["user", "assistant", "tool"]
@@ -22,6 +25,7 @@ class RequestMessage:
     tool_calls: tuple[ToolCall, ...] = ()
     tool_call_id: str | None = None
     is_error: bool = False
+    thinking: tuple[ThinkingBlock, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,6 +43,7 @@ class ChatRequest:
     tools: tuple[ToolSpec, ...] = ()
     max_output_tokens: int = 4096
     temperature: float | None = None
+    thinking_budget_tokens: int | None = None  # Anthropic extended thinking; None: off
     tool_choice: Literal["auto", "none"] = "auto"
     stream: bool = True  # False: nobody watches tokens arrive; an adapter may ask for one reply
     extra: dict[str, object] = field(default_factory=dict)

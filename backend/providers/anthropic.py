@@ -2,6 +2,7 @@
 
 Raw stream events (`messages.create(stream=True)`) are translated here; the SDK's accumulating
 helper would rebuild a whole message we never use. Retries are ours, so the SDK's are off.
+Requests are compiled in `anthropic_request.py`.
 """
 
 from __future__ import annotations
@@ -9,43 +10,39 @@ from __future__ import annotations
 import json
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
-from typing import Literal
 
 import anthropic
 import httpx2
 from anthropic import omit
 from anthropic.types import (
-    Base64ImageSourceParam,
-    ImageBlockParam,
     InputJSONDelta,
-    MessageParam,
     RawContentBlockDeltaEvent,
     RawContentBlockStartEvent,
     RawMessageDeltaEvent,
     RawMessageStartEvent,
     RawMessageStopEvent,
     RawMessageStreamEvent,
+    RedactedThinkingBlock,
+    SignatureDelta,
     TextBlock,
-    TextBlockParam,
-    ToolChoiceParam,
-    ToolParam,
-    ToolResultBlockParam,
     ToolUseBlock,
-    ToolUseBlockParam,
 )
 from anthropic.types import TextDelta as SDKTextDelta
+from anthropic.types import ThinkingBlock as SDKThinkingBlock
 from anthropic.types import ThinkingDelta as SDKThinkingDelta
 
 from backend.domain.events import (
     Finished,
     ProviderEvent,
     TextDelta,
+    ThinkingBlockDone,
     ThinkingDelta,
     ToolCallRequested,
     UsageReported,
 )
-from backend.domain.messages import ImagePart, ToolCall, Usage
-from backend.domain.requests import ChatRequest, RequestMessage, ToolSpec
+from backend.domain.messages import ToolCall, Usage
+from backend.domain.requests import ChatRequest
+from backend.domain.thinking import ThinkingBlock
 from backend.errors import (
     EmptyReply,
     ProviderAuthFailed,
@@ -55,6 +52,13 @@ from backend.errors import (
     ProviderRateLimited,
     ProviderTimeout,
     ProviderUnavailable,
+)
+from backend.providers.anthropic_request import (
+    compile_messages,
+    extra_body,
+    thinking_param,
+    tool_choice_param,
+    tool_param,
 )
 from backend.providers.endpoints import DEFAULT_BASE_URLS, Endpoint
 from backend.providers.failures import status_error, transport_error
@@ -83,17 +87,6 @@ STREAM_ERRORS: dict[str, type[ProviderError]] = {
     "invalid_request_error": ProviderBadRequest,
 }
 
-ImageMediaType = Literal["image/jpeg", "image/png", "image/gif", "image/webp"]
-IMAGE_MEDIA_TYPES: dict[str, ImageMediaType] = {
-    "image/jpeg": "image/jpeg",
-    "image/jpg": "image/jpeg",
-    "image/png": "image/png",
-    "image/gif": "image/gif",
-    "image/webp": "image/webp",
-}
-
-Block = TextBlockParam | ImageBlockParam | ToolUseBlockParam | ToolResultBlockParam
-
 
 class AnthropicProvider:
     def __init__(self, name: str, settings: ProviderSettings) -> None:
@@ -116,10 +109,11 @@ class AnthropicProvider:
                 max_tokens=request.max_output_tokens,
                 system=request.system or omit,
                 messages=compile_messages(request.messages, provider=self.name),
-                tools=[_tool_spec(tool) for tool in request.tools] if request.tools else omit,
-                tool_choice=_tool_choice(request) if request.tools else omit,
+                tools=[tool_param(tool) for tool in request.tools] if request.tools else omit,
+                tool_choice=tool_choice_param(request) if request.tools else omit,
+                thinking=thinking_param(request),
                 stream=True,
-                extra_body=_extra_body(request),
+                extra_body=extra_body(request),
             )
             has_response = True
             async with events:
@@ -134,14 +128,6 @@ class AnthropicProvider:
 
     async def aclose(self) -> None:
         await self._client.close()
-
-
-def _extra_body(request: ChatRequest) -> dict[str, object] | None:
-    # This SDK version has no `temperature` argument; the API still accepts the field.
-    body: dict[str, object] = dict(request.extra)
-    if request.temperature is not None:
-        body["temperature"] = request.temperature
-    return body or None
 
 
 def map_error(
@@ -172,76 +158,6 @@ def map_error(
     return ProviderBadResponse(provider, f"unusable response: {exc}", url=url)
 
 
-# ---- request ---------------------------------------------------------------------------------
-
-
-def compile_messages(messages: tuple[RequestMessage, ...], *, provider: str) -> list[MessageParam]:
-    """Our messages as Anthropic's: tool results travel in user messages, and consecutive
-    messages of one role are merged because the API requires user and assistant to alternate."""
-    turns: list[tuple[Literal["user", "assistant"], list[Block]]] = []
-    for message in messages:
-        role: Literal["user", "assistant"] = "assistant" if message.role == "assistant" else "user"
-        blocks = _blocks(message, provider=provider)
-        if not blocks:
-            continue  # the API rejects empty content
-        if turns and turns[-1][0] == role:
-            turns[-1][1].extend(blocks)
-        else:
-            turns.append((role, blocks))
-    return [
-        {"role": "user", "content": blocks}
-        if role == "user"
-        else {"role": "assistant", "content": blocks}
-        for role, blocks in turns
-    ]
-
-
-def _blocks(message: RequestMessage, *, provider: str) -> list[Block]:
-    if message.role == "tool":
-        result: ToolResultBlockParam = {
-            "type": "tool_result",
-            "tool_use_id": message.tool_call_id or "",
-            "content": message.content,
-        }
-        if message.is_error:
-            result["is_error"] = True
-        return [result]
-    blocks: list[Block] = [_image_block(image, provider=provider) for image in message.images]
-    if message.content:  # the API rejects empty text blocks
-        blocks.append({"type": "text", "text": message.content})
-    blocks.extend(_tool_use_block(call) for call in message.tool_calls)
-    return blocks
-
-
-def _image_block(image: ImagePart, *, provider: str) -> ImageBlockParam:
-    media_type = IMAGE_MEDIA_TYPES.get(image.media_type.lower())
-    if media_type is None:
-        raise ProviderBadRequest(provider, f"image type {image.media_type!r} is not supported")
-    source: Base64ImageSourceParam = {
-        "type": "base64",
-        "media_type": media_type,
-        "data": image.data,
-    }
-    return {"type": "image", "source": source}
-
-
-def _tool_use_block(call: ToolCall) -> ToolUseBlockParam:
-    # A malformed call has no usable input; the tool result already tells the model why.
-    return {"type": "tool_use", "id": call.id, "name": call.name, "input": dict(call.arguments)}
-
-
-def _tool_choice(request: ChatRequest) -> ToolChoiceParam:
-    # "none": the last call of a tool loop answers in text; the tools stay declared because
-    # the history holds tool blocks.
-    if request.tool_choice == "none":
-        return {"type": "none"}
-    return {"type": "auto"}
-
-
-def _tool_spec(tool: ToolSpec) -> ToolParam:
-    return {"name": tool.name, "description": tool.description, "input_schema": tool.parameters}
-
-
 # ---- response --------------------------------------------------------------------------------
 
 
@@ -263,9 +179,22 @@ class _PendingToolUse:
 
 
 @dataclass
+class _PendingThinking:
+    """A thinking block being streamed: its text in pieces, then its signature (sent just
+    before the block ends); a redacted block arrives whole, as opaque data."""
+
+    parts: list[str] = field(default_factory=list)
+    signature: str = ""
+    redacted_data: str = ""
+
+    def complete(self) -> ThinkingBlock:
+        return ThinkingBlock("".join(self.parts), self.signature, self.redacted_data)
+
+
+@dataclass
 class _ReplyAssembly:
-    """Folds raw events into ours: deltas pass through at once; tool calls and usage are held
-    until `message_stop`, which alone proves the reply is complete."""
+    """Folds raw events into ours: deltas pass through at once; thinking blocks, tool calls and
+    usage are held until `message_stop`, which alone proves the reply is complete."""
 
     endpoint: Endpoint
     has_text: bool = False
@@ -273,6 +202,7 @@ class _ReplyAssembly:
     stop_reason: str | None = None
     usage: Usage = field(default_factory=Usage)
     tool_uses: dict[int, _PendingToolUse] = field(default_factory=dict)
+    thinking: dict[int, _PendingThinking] = field(default_factory=dict)
 
     def feed(self, event: RawMessageStreamEvent) -> list[ProviderEvent]:
         if isinstance(event, RawMessageStartEvent):
@@ -310,6 +240,14 @@ class _ReplyAssembly:
         elif isinstance(block, TextBlock) and block.text:
             self.has_text = True
             return [TextDelta(block.text)]
+        elif isinstance(block, SDKThinkingBlock):
+            pending = _PendingThinking(signature=block.signature or "")
+            self.thinking[event.index] = pending
+            if block.thinking:
+                pending.parts.append(block.thinking)
+                return [ThinkingDelta(block.thinking)]
+        elif isinstance(block, RedactedThinkingBlock):
+            self.thinking[event.index] = _PendingThinking(redacted_data=block.data)
         return []
 
     def _block_delta(self, event: RawContentBlockDeltaEvent) -> list[ProviderEvent]:
@@ -318,7 +256,11 @@ class _ReplyAssembly:
             self.has_text = True
             return [TextDelta(delta.text)]
         if isinstance(delta, SDKThinkingDelta) and delta.thinking:
+            if event.index in self.thinking:
+                self.thinking[event.index].parts.append(delta.thinking)
             return [ThinkingDelta(delta.thinking)]
+        if isinstance(delta, SignatureDelta) and event.index in self.thinking:
+            self.thinking[event.index].signature = delta.signature  # whole, as the SDK keeps it
         if isinstance(delta, InputJSONDelta) and event.index in self.tool_uses:
             self.tool_uses[event.index].partial_json.append(delta.partial_json)
         return []
@@ -330,6 +272,9 @@ class _ReplyAssembly:
         if not self.has_text and not self.tool_uses:
             raise EmptyReply(provider, "the model sent no text and no tool call", url=url)
         events: list[ProviderEvent] = [
+            ThinkingBlockDone(self.thinking[index].complete()) for index in sorted(self.thinking)
+        ]
+        events += [
             ToolCallRequested(self.tool_uses[index].complete()) for index in sorted(self.tool_uses)
         ]
         events.append(UsageReported(self.usage))

@@ -13,7 +13,8 @@ class ChatProvider(Protocol):
     """Streams one model call as domain events.
 
     Contract: yields any number of `TextDelta`, `ThinkingDelta`, `ToolCallRequested` (each
-    complete, arguments parsed), at most one `UsageReported`, then exactly one `Finished`.
+    complete, arguments parsed), `ThinkingBlockDone` (each block of reasoning, complete, for
+    the tool loop to send back), at most one `UsageReported`, then exactly one `Finished`.
     Failures raise a `ProviderError` subclass (from `backend.errors`), never an SDK exception.
     A reply with no text and no tool call raises `EmptyReply`.
     """

@@ -33,12 +33,14 @@ from backend.domain.events import (
     Finished,
     ProviderEvent,
     TextDelta,
+    ThinkingBlockDone,
     ThinkingDelta,
     ToolCallRequested,
     UsageReported,
 )
 from backend.domain.messages import ToolCall, Usage
 from backend.domain.requests import ChatRequest, RequestMessage, ToolSpec
+from backend.domain.thinking import ThinkingBlock
 from backend.errors import EmptyReply, ProviderBadResponse, ProviderError
 from backend.providers.endpoints import DEFAULT_BASE_URLS, Endpoint
 from backend.providers.failures import status_error, transport_error, vendor_message
@@ -61,6 +63,7 @@ class OpenAICompatibleProvider:
         self.name = name
         url = settings.base_url or DEFAULT_BASE_URLS["openai_compatible"]
         self.endpoint = Endpoint.of(name, settings, url)
+        self._reasoning_in_tool_loop = settings.reasoning_in_tool_loop
         self._client = openai.AsyncOpenAI(
             base_url=url,
             api_key=settings.api_key() or PLACEHOLDER_KEY,
@@ -71,7 +74,7 @@ class OpenAICompatibleProvider:
     async def stream(self, request: ChatRequest) -> AsyncIterator[ProviderEvent]:
         reply = _ReplyAssembly(self.endpoint)
         has_response = False
-        body = _request_body(request)
+        body = _request_body(request, reasoning_in_tool_loop=self._reasoning_in_tool_loop)
         try:
             if not request.stream:  # nobody watches tokens arrive: one parse, not one per chunk
                 completion = await self._client.post(
@@ -104,13 +107,15 @@ class OpenAICompatibleProvider:
         await self._client.close()
 
 
-def _request_body(request: ChatRequest) -> dict[str, object]:
+def _request_body(
+    request: ChatRequest, *, reasoning_in_tool_loop: bool = False
+) -> dict[str, object]:
     """The JSON body of a Chat Completions call. Built as plain JSON and posted through the SDK
     client as is: `completions.create` would re-walk every message against its TypedDicts on
     each call, which cost more CPU than the rest of a turn's request handling."""
     body: dict[str, object] = {
         "model": request.model,
-        "messages": compile_messages(request),
+        "messages": compile_messages(request, reasoning_in_tool_loop=reasoning_in_tool_loop),
         "max_tokens": request.max_output_tokens,
     }
     if request.tools:
@@ -159,17 +164,26 @@ def map_error(
 # ---- request ---------------------------------------------------------------------------------
 
 
-def compile_messages(request: ChatRequest) -> list[ChatCompletionMessageParam]:
+def compile_messages(
+    request: ChatRequest, *, reasoning_in_tool_loop: bool = False
+) -> list[ChatCompletionMessageParam]:
+    """The request's messages; with `reasoning_in_tool_loop`, tool-call messages carry their step's
+    reasoning as `reasoning_content` (never otherwise: most vendors reject the field)."""
     messages: list[ChatCompletionMessageParam] = []
     if request.system:
         messages.append({"role": "system", "content": request.system})
-    messages.extend(_message(message) for message in request.messages)
+    messages.extend(
+        _message(message, reasoning_in_tool_loop=reasoning_in_tool_loop)
+        for message in request.messages
+    )
     return messages
 
 
-def _message(message: RequestMessage) -> ChatCompletionMessageParam:
+def _message(
+    message: RequestMessage, *, reasoning_in_tool_loop: bool
+) -> ChatCompletionMessageParam:
     if message.role == "assistant":
-        return _assistant_message(message)
+        return _assistant_message(message, reasoning_in_tool_loop=reasoning_in_tool_loop)
     if message.role == "tool":
         return _tool_message(message)
     return _user_message(message)
@@ -185,12 +199,24 @@ def _user_message(message: RequestMessage) -> ChatCompletionUserMessageParam:
     return {"role": "user", "content": parts}
 
 
-def _assistant_message(message: RequestMessage) -> ChatCompletionAssistantMessageParam:
-    compiled: ChatCompletionAssistantMessageParam = {"role": "assistant"}
+class _AssistantMessageWithReasoning(ChatCompletionAssistantMessageParam, total=False):
+    """An assistant message with the step's reasoning, for vendors that want it back within a
+    tool loop (`reasoning_in_tool_loop`)."""
+
+    reasoning_content: str
+
+
+def _assistant_message(
+    message: RequestMessage, *, reasoning_in_tool_loop: bool
+) -> ChatCompletionAssistantMessageParam:
+    compiled: _AssistantMessageWithReasoning = {"role": "assistant"}
     # An assistant turn that only calls tools has null content; several vendors reject "".
     compiled["content"] = message.content or None
     if message.tool_calls:
         compiled["tool_calls"] = [_tool_call(call) for call in message.tool_calls]
+        reasoning = "".join(block.text for block in message.thinking)
+        if reasoning_in_tool_loop and reasoning:
+            compiled["reasoning_content"] = reasoning
     return compiled
 
 
@@ -242,6 +268,7 @@ class _ReplyAssembly:
     finish_reason: str | None = None
     usage: Usage | None = None
     tool_calls: dict[int, _PendingToolCall] = field(default_factory=dict)
+    reasoning: list[str] = field(default_factory=list)
 
     def feed(self, chunk: ChatCompletionChunk) -> list[ProviderEvent]:
         if chunk.usage is not None:
@@ -271,6 +298,7 @@ class _ReplyAssembly:
                 raise self._shapeless("the answer's choice has no message")
             reasoning = _reasoning_text(message)
             if reasoning:
+                self.reasoning.append(reasoning)
                 events.append(ThinkingDelta(reasoning))
             if message.content:
                 self.has_text = True
@@ -300,6 +328,7 @@ class _ReplyAssembly:
         events: list[ProviderEvent] = []
         reasoning = _reasoning_text(delta)
         if reasoning:
+            self.reasoning.append(reasoning)
             events.append(ThinkingDelta(reasoning))
         if delta.content:
             self.has_text = True
@@ -324,7 +353,11 @@ class _ReplyAssembly:
             raise ProviderBadResponse(provider, "the stream ended without a finish reason", url=url)
         if not self.has_text and not self.tool_calls:
             raise EmptyReply(provider, "the model sent no text and no tool call", url=url)
-        events: list[ProviderEvent] = [
+        # The reasoning is one block: the protocol has no signatures and no block boundaries.
+        events: list[ProviderEvent] = (
+            [ThinkingBlockDone(ThinkingBlock("".join(self.reasoning)))] if self.reasoning else []
+        )
+        events += [
             ToolCallRequested(self.tool_calls[index].complete(index))
             for index in sorted(self.tool_calls)
         ]

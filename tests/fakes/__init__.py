@@ -62,10 +62,14 @@ class Call:
 
 @dataclass(frozen=True)
 class ToolCalls:
-    """A reply asking for one or more tool calls, after optional text."""
+    """A reply asking for one or more tool calls, after optional text. `thinking` is streamed
+    first as reasoning, as with `Text`; `redacted_thinking` (Anthropic only) adds a
+    `redacted_thinking` block carrying it as opaque data."""
 
     calls: Sequence[Call]
     text: str = ""
+    thinking: str = ""
+    redacted_thinking: str = ""
 
 
 @dataclass(frozen=True)

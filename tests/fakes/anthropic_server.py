@@ -1,11 +1,19 @@
 """A fake Anthropic Messages server: `POST /v1/messages`, streamed (named SSE events, as the
 SDK ignores unnamed ones) or plain JSON.
 
+A thinking block is signed with a digest of its text, so a block sent back modified is caught.
+With `requires_thinking_blocks`, a request that enables thinking is held to the real API's
+rules (else 400 `invalid_request_error`): a budget of at least 1024 and below `max_tokens`, no
+`temperature`, every thinking block's signature matching its text, and a request that answers
+a tool_use step starting that step's assistant message with the step's thinking blocks,
+unmodified. Off (the default), thinking in requests is not looked at.
+
 Standalone: `python -m tests.fakes.anthropic_server --port 18081` serves default replies forever.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 from typing import Any
 
@@ -38,13 +46,34 @@ ERROR_TYPES = {
 }
 
 Event = tuple[str, dict[str, Any]]
+MISSING_THINKING = (
+    "messages.{index}.content.0.type: Expected `thinking` or `redacted_thinking`, but found"
+    " `{found}`. When `thinking` is enabled, a final `assistant` message must start with a"
+    " thinking block (preceding the lastmost set of `tool_use` and `tool_result` blocks)."
+)
+
+
+def signature_of(thinking: str) -> str:
+    """The signature this server gives a thinking block: a digest of its text."""
+    return "sig_" + hashlib.sha256(thinking.encode()).hexdigest()[:32]
 
 
 class FakeAnthropicServer(FakeServer):
     label = "anthropic"
 
+    def __init__(self, *, requires_thinking_blocks: bool = False, **options: Any) -> None:
+        super().__init__(**options)
+        self.requires_thinking_blocks = requires_thinking_blocks
+        # The thinking blocks of the last tool_use step answered, as the next request must
+        # send them back.
+        self._tool_step_thinking: list[dict[str, Any]] = []
+
     async def route(self, request: RecordedRequest, reply: Reply) -> None:
         if request.method == "POST" and request.path == "/v1/messages":
+            problem = self._thinking_problem(request.body or {})
+            if problem is not None:
+                await reply.json(400, self.error_body(HttpError(400, problem)))
+                return
             await self.answer_call(request, reply)
         else:
             error = HttpError(404, f"no route for {request.method} {request.path}")
@@ -58,8 +87,41 @@ class FakeAnthropicServer(FakeServer):
         kind = error.error_type or ERROR_TYPES.get(error.status, default_type)
         return {"type": "error", "error": {"type": kind, "message": error.message}}
 
+    def _thinking_problem(self, body: dict[str, Any]) -> str | None:
+        """What the real API would refuse in a request with thinking on, or None."""
+        thinking = body.get("thinking") or {}
+        if not self.requires_thinking_blocks or thinking.get("type") != "enabled":
+            return None
+        budget = thinking.get("budget_tokens")
+        if not isinstance(budget, int) or budget < 1024:
+            return "thinking.enabled.budget_tokens: Input should be greater than or equal to 1024"
+        if budget >= body.get("max_tokens", 0):
+            return "`max_tokens` must be greater than `thinking.budget_tokens`"
+        if "temperature" in body:
+            return "`temperature` may only be set to 1 when thinking is enabled"
+        messages = body.get("messages", [])
+        for index, message in enumerate(messages):
+            for position, block in enumerate(_content(message)):
+                text = block.get("thinking", "")
+                if block.get("type") == "thinking" and block.get("signature") != signature_of(text):
+                    return f"messages.{index}.content.{position}: Invalid `signature` in block"
+        if len(messages) < 2 or not any(
+            block.get("type") == "tool_result" for block in _content(messages[-1])
+        ):
+            return None  # not the continuation of a tool loop
+        index = len(messages) - 2
+        content = _content(messages[index])
+        expected = self._tool_step_thinking
+        if [_thinking_key(b) for b in content[: len(expected)]] != [
+            _thinking_key(b) for b in expected
+        ]:
+            found = content[0].get("type", "nothing") if content else "nothing"
+            return MISSING_THINKING.format(index=index, found=found)
+        return None
+
     async def answer(self, step: Answer, request: RecordedRequest, reply: Reply) -> None:
         body = request.body or {}
+        self._tool_step_thinking = _thinking_content(step) if isinstance(step, ToolCalls) else []
         if isinstance(step, Shapeless):  # a stream whose events parse but carry no message
             await reply.start_stream()
             await reply.send(f"event: message_start\ndata: {json.dumps(step.body)}\n\n")
@@ -105,9 +167,12 @@ def _blocks(step: Answer) -> list[tuple[dict[str, Any], list[dict[str, Any]]]]:
     if isinstance(step, Empty | StreamCut):
         return []
     blocks: list[tuple[dict[str, Any], list[dict[str, Any]]]] = []
-    if isinstance(step, Text) and step.thinking:
-        thinking = [{"type": "thinking_delta", "thinking": p} for p in words(step.thinking)]
-        signature = [{"type": "signature_delta", "signature": "fake-signature"}]
+    for block in _thinking_content(step):
+        if block["type"] == "redacted_thinking":  # arrives whole, in its start event
+            blocks.append((block, []))
+            continue
+        thinking = [{"type": "thinking_delta", "thinking": p} for p in words(block["thinking"])]
+        signature = [{"type": "signature_delta", "signature": block["signature"]}]
         blocks.append(({"type": "thinking", "thinking": "", "signature": ""}, thinking + signature))
     if step.text:
         text = [{"type": "text_delta", "text": piece} for piece in words(step.text)]
@@ -120,6 +185,30 @@ def _blocks(step: Answer) -> list[tuple[dict[str, Any], list[dict[str, Any]]]]:
         deltas = [{"type": "input_json_delta", "partial_json": p} for p in pieces]
         blocks.append(({**start, "input": {}}, deltas))
     return blocks
+
+
+def _thinking_content(step: Answer) -> list[dict[str, Any]]:
+    """The thinking blocks of a reply, whole, as the API returns them and wants them back."""
+    if not isinstance(step, Text | ToolCalls):
+        return []
+    blocks: list[dict[str, Any]] = []
+    if step.thinking:
+        signature = signature_of(step.thinking)
+        blocks.append({"type": "thinking", "thinking": step.thinking, "signature": signature})
+    if isinstance(step, ToolCalls) and step.redacted_thinking:
+        blocks.append({"type": "redacted_thinking", "data": step.redacted_thinking})
+    return blocks
+
+
+def _thinking_key(block: dict[str, Any]) -> tuple[object, ...]:
+    return (block.get("type"), block.get("thinking"), block.get("signature"), block.get("data"))
+
+
+def _content(message: dict[str, Any]) -> list[dict[str, Any]]:
+    content = message.get("content")
+    return (
+        [block for block in content if isinstance(block, dict)] if isinstance(content, list) else []
+    )
 
 
 def _message_start(body: dict[str, Any]) -> dict[str, Any]:
@@ -171,9 +260,7 @@ def _output_words(step: Answer) -> int:
 
 def _message(step: Answer, body: dict[str, Any]) -> dict[str, Any]:
     """A non-streamed message; a cut or failing stream answers as if complete."""
-    content: list[dict[str, Any]] = []
-    if isinstance(step, Text) and step.thinking:
-        content.append({"type": "thinking", "thinking": step.thinking, "signature": "fake"})
+    content: list[dict[str, Any]] = _thinking_content(step)
     text = "" if isinstance(step, Empty) else step.text
     if text:
         content.append({"type": "text", "text": text})

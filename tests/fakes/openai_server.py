@@ -1,6 +1,11 @@
 """A fake OpenAI-compatible server: `POST /v1/chat/completions` (streamed or not) and
 `GET /v1/models`.
 
+Vendors differ on reasoning sent back in requests, and `reasoning_rule` plays each: "ignored"
+(the default) looks at nothing; "required" (DeepSeek thinking mode, Kimi) answers 400 to an
+assistant tool-call message of the current turn without `reasoning_content`; "forbidden"
+(OpenAI, DeepSeek's older reasoner) answers 400 to any message carrying it.
+
 Standalone: `python -m tests.fakes.openai_server --port 18080` serves default replies forever.
 """
 
@@ -9,7 +14,7 @@ from __future__ import annotations
 import itertools
 import json
 import time
-from typing import Any
+from typing import Any, Literal
 
 from . import (
     Answer,
@@ -37,10 +42,15 @@ ERROR_TYPES = {
     404: "not_found_error",
     429: "rate_limit_exceeded",
 }
+ReasoningRule = Literal["ignored", "required", "forbidden"]
 
 
 class FakeOpenAIServer(FakeServer):
     label = "openai"
+
+    def __init__(self, *, reasoning_rule: ReasoningRule = "ignored", **options: Any) -> None:
+        super().__init__(**options)
+        self.reasoning_rule = reasoning_rule
 
     @property
     def base_url(self) -> str:
@@ -53,6 +63,10 @@ class FakeOpenAIServer(FakeServer):
             ]
             await reply.json(200, {"object": "list", "data": models})
         elif request.method == "POST" and request.path == "/v1/chat/completions":
+            problem = _reasoning_problem(request.body or {}, self.reasoning_rule)
+            if problem is not None:
+                await reply.json(400, self.error_body(HttpError(400, problem)))
+                return
             await self.answer_call(request, reply)
         else:
             error = HttpError(404, f"no route for {request.method} {request.path}")
@@ -99,6 +113,25 @@ class FakeOpenAIServer(FakeServer):
         await reply.end_stream()
 
 
+def _reasoning_problem(body: dict[str, Any], rule: ReasoningRule) -> str | None:
+    """What a vendor with `rule` would refuse about reasoning in the request, or None."""
+    messages = [m for m in body.get("messages", []) if isinstance(m, dict)]
+    if rule == "forbidden":
+        for index, message in enumerate(messages):
+            if "reasoning_content" in message:
+                return f"messages[{index}]: unrecognized field `reasoning_content`"
+    if rule == "required":
+        users = [index for index, message in enumerate(messages) if message.get("role") == "user"]
+        turn_start = users[-1] + 1 if users else 0
+        for index, message in enumerate(messages[turn_start:], start=turn_start):
+            if message.get("tool_calls") and not message.get("reasoning_content"):
+                return (
+                    "Missing `reasoning_content` field in the assistant message at message"
+                    f" index {index}: it must be passed back within a tool-calling turn"
+                )
+    return None
+
+
 async def _shapeless(step: Shapeless, *, streamed: bool, reply: Reply) -> None:
     if not streamed:
         await reply.json(200, step.body)
@@ -112,7 +145,7 @@ async def _shapeless(step: Shapeless, *, streamed: bool, reply: Reply) -> None:
 def _deltas(step: Answer) -> list[dict[str, Any]]:
     """The streamed deltas of a complete reply, without the role and finish chunks."""
     deltas: list[dict[str, Any]] = []
-    if isinstance(step, Text) and step.thinking:
+    if isinstance(step, Text | ToolCalls) and step.thinking:
         deltas += [{"reasoning_content": piece} for piece in words(step.thinking)]
     text = "" if isinstance(step, Empty) else step.text
     deltas += [{"content": piece} for piece in words(text)]
@@ -191,7 +224,7 @@ def _completion(step: Answer, body: dict[str, Any]) -> dict[str, Any]:
             }
             for index, call in enumerate(step.calls)
         ]
-    if isinstance(step, Text) and step.thinking:
+    if isinstance(step, Text | ToolCalls) and step.thinking:
         message["reasoning_content"] = step.thinking
     reason = "tool_calls" if isinstance(step, ToolCalls) else "stop"
     return {
