@@ -20,7 +20,8 @@ from backend.chat.demo_summarizer import DemoSummarizer
 from backend.chat.failpoints import Failpoints
 from backend.chat.memory_context import MemoryContext
 from backend.chat.memory_tools import MemorySearchTool, MemoryWriteTool
-from backend.chat.overflow import OverflowPolicy, OverflowWorker
+from backend.chat.overflow import OverflowWorker
+from backend.chat.overflow_policy import OverflowPolicy
 from backend.chat.prompts import PromptRenderer, TemplateProblem
 from backend.chat.request_builder import RequestBuilder, RequestSettings
 from backend.chat.runtime import RuntimeRegistry, TenantRuntime

@@ -21,7 +21,10 @@ export class MemoryEntryView {
     this.slot = h("div", { class: "memory-slot" }); // a confirmation or an error
     this.el = h(
       "div",
-      { class: "memory-entry", dataset: { testid: "memory-entry", id: entry.id } },
+      {
+        class: `memory-entry${entry.is_current === false ? " is-replaced" : ""}`,
+        dataset: { testid: "memory-entry", id: entry.id },
+      },
       h(
         "div",
         { class: "memory-meta" },
@@ -31,6 +34,13 @@ export class MemoryEntryView {
           { class: "pill memory-source", dataset: { testid: "memory-source" } },
           entry.source ?? "",
         ),
+        entry.is_current === false &&
+          h("span", {
+            class: "pill memory-replaced",
+            dataset: { testid: "memory-replaced" },
+            t: "memoryReplaced",
+            tAttrs: { title: "memoryReplacedHint" },
+          }),
         h(
           "span",
           { class: "memory-actions" },

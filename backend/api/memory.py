@@ -32,13 +32,15 @@ MAX_MANUAL_ENTRY_CHARS = 2_000
 MANUAL_SOURCE = "manual"
 
 
-def entry_public(entry: MemoryEntry) -> MemoryEntryPublic:
+def entry_public(entry: MemoryEntry, *, is_current: bool = True) -> MemoryEntryPublic:
     provenance = entry.provenance
     return MemoryEntryPublic(
         id=entry.id,
         date=entry.date,
         source=entry.source_kind,
         content=entry.content,
+        replaces=list(entry.supersedes),
+        is_current=is_current,
         provenance=None
         if provenance is None
         else ProvenancePublic(
@@ -50,9 +52,10 @@ def entry_public(entry: MemoryEntry) -> MemoryEntryPublic:
 
 
 def memory_public(document: MemoryDocument) -> MemoryPublic:
+    current = set(document.current_entries)
     return MemoryPublic(
         content=document.content,
-        entries=[entry_public(e) for e in document.entries],
+        entries=[entry_public(e, is_current=e in current) for e in document.entries],
         invalid_lines=[line for _, line in document.invalid_lines],
     )
 

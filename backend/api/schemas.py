@@ -160,6 +160,8 @@ class MemoryEntryPublic(BaseModel):
     source: str
     content: str
     provenance: ProvenancePublic | None
+    replaces: list[str] = []  # ids of the entries this one replaced (a fact that changed)
+    is_current: bool = True  # false: a later entry replaced it; the model is not told it
 
 
 class MemoryPublic(BaseModel):

@@ -16,16 +16,16 @@ import contextlib
 import logging
 import random
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
 from backend.chat.failpoints import Failpoints
+from backend.chat.overflow_policy import OverflowPolicy, auto_write_range, memory_source
 from backend.chat.summarizer import Summarizer, SummaryOutput, raw_output
-from backend.chat.window import WindowPolicy, plan_eviction
+from backend.chat.window import plan_eviction
 from backend.domain.messages import Session, StoredMessage
 from backend.errors import SessionNotFound, TallyError
-from backend.memory.base import MemoryEntryNotFound, MemoryStore
-from backend.memory.entries import NewEntry, Provenance
+from backend.memory.base import MemoryEntryNotFound, MemoryStore, MemoryUnavailable
+from backend.memory.entries import MemoryEntry, NewEntry, Provenance
 from backend.metrics import SUMMARIZER_RUNS, TOKENS
 from backend.storage.faults import as_storage_fault
 from backend.storage.messages import MessageRepository
@@ -33,41 +33,7 @@ from backend.storage.overflow_jobs import JobKind, OverflowJob, OverflowJobRepos
 
 log = logging.getLogger(__name__)
 
-
-@dataclass(frozen=True, slots=True)
-class OverflowPolicy:
-    window: WindowPolicy
-    auto_min_messages: int = 30
-    auto_min_chars: int = 15_000
-    delete_evicted: bool = False
-    scope_by_user: bool = False
-    language: str = "en"
-    retries_per_model: int = 3
-    retry_base_s: float = 2.0
-    retry_max_s: float = 300.0
-    max_attempts: int = 6  # failed summaries before the range is kept as a raw line
-    lease_s: float = 30.0  # renewed every third of it while a job runs; a crashed worker's
-    # job is free again after this
-
-
-def auto_write_range(
-    window: Sequence[StoredMessage], *, watermark: int, policy: OverflowPolicy
-) -> tuple[int, int] | None:
-    """The (first, last) ids the automatic memory write should distill now, if due."""
-    fresh = [m for m in window if m.id > watermark]
-    while fresh and fresh[-1].role != "assistant":  # whole turns only
-        fresh.pop()
-    chars = sum(len(m.content) for m in fresh)
-    if fresh and (len(fresh) >= policy.auto_min_messages or chars >= policy.auto_min_chars):
-        return fresh[0].id, fresh[-1].id
-    return None
-
-
-def memory_source(job: OverflowJob, *, is_raw: bool) -> str:
-    """The source a job's memory line is written with: which summarizer, or raw."""
-    if is_raw:
-        return "auto-raw"
-    return "auto-overflow" if job.kind == "overflow" else "auto-summary"
+REPLACEABLE = 10  # current memory lines the summarizer is shown, that a fact may replace
 
 
 class OverflowWorker:
@@ -304,6 +270,7 @@ class OverflowWorker:
                 summary=output.summary,
                 memory_line=output.memory_text or None,
                 tokens=output.usage.prompt_tokens + output.usage.completion_tokens,
+                supersedes=output.supersedes if output.facts else (),
             )
             self._failpoints.hit("overflow.summarized")
             job = await self._jobs.get(tenant_id=job.tenant_id, job_id=job.id)
@@ -331,12 +298,32 @@ class OverflowWorker:
             memory_from_id=job.memory_from_id,
             previous_summary=job.previous_summary,
             language=self._policy.language,
+            replaceable=await self._replaceable(job, messages),
         )
         is_fallback = self._summarizer.has_fallback and (
             job.attempts >= self._policy.retries_per_model
         )
         SUMMARIZER_RUNS.labels(job.tenant_id, "fallback" if is_fallback else "ok").inc()
         return output
+
+    async def _replaceable(
+        self, job: OverflowJob, messages: list[StoredMessage]
+    ) -> list[MemoryEntry]:
+        """The current lines about what the range's user messages mention: a fact that changed
+        replaces its line instead of sitting beside it. Unreadable memory shows none: the
+        summary is saved all the same, and its line waits for the memory to come back."""
+        said = " ".join(
+            m.content for m in messages if m.role == "user" and m.id >= job.memory_from_id
+        )
+        if not said:
+            return []
+        try:
+            return await self._memory.search(
+                tenant_id=job.tenant_id, scope_key=job.scope_key, query=said, limit=REPLACEABLE
+            )
+        except MemoryUnavailable as exc:
+            log.warning("overflow job %s: memory not readable for replacing: %s", job.id, exc)
+            return []
 
     def _is_spent(self, job: OverflowJob) -> bool:
         return job.attempts >= self._policy.max_attempts
@@ -351,6 +338,7 @@ class OverflowWorker:
                 source=memory_source(job, is_raw=self._is_spent(job)),
                 content=job.memory_line,
                 provenance=Provenance(job.session_id, job.memory_from_id, job.last_message_id),
+                supersedes=job.memory_supersedes,
             ),
         )
         return entry.id

@@ -24,9 +24,12 @@ from backend.domain.events import TextDelta, UsageReported
 from backend.domain.messages import StoredMessage, Usage
 from backend.domain.requests import ChatRequest, RequestMessage
 from backend.errors import ProviderError, TallyError
+from backend.memory.entries import MemoryEntry
 from backend.providers.base import ChatProvider
 
 NOTHING_TO_RECORD = re.compile(r"^\W*(nothing to record|无需记录)\W*$", re.IGNORECASE)
+# A fact that replaces current memory lines: `(replaces L1, L2) the new fact`.
+REPLACES = re.compile(r"^\(\s*replaces\s+(L\d+(?:\s*,\s*L\d+)*)\s*\)\s*(.+)$", re.IGNORECASE)
 SECTION = re.compile(r"^#{1,3}\s*(memory|summary|记忆|摘要)\s*[:：]?\s*$", re.I | re.M)
 SUMMARY_MAX_CHARS = 4000
 CHARS_PER_TOKEN = 4  # for messages stored without a token count
@@ -43,6 +46,7 @@ class SummaryOutput:
     facts: tuple[str, ...]  # empty: nothing to record
     summary: str
     usage: Usage
+    supersedes: tuple[str, ...] = ()  # ids of the memory entries the facts replace
 
     @property
     def memory_text(self) -> str:
@@ -101,6 +105,7 @@ class Summarizer:
                 keep=["Ada"],
                 missing=[],
                 has_memory_part=True,
+                replaceable=[{"label": "L1", "content": "The user is called Ada."}],
             )
         except TemplateProblem as exc:
             raise exc.at("prompts_dir") from exc
@@ -121,9 +126,12 @@ class Summarizer:
         memory_from_id: int,
         previous_summary: str,
         language: str,
+        replaceable: Sequence[MemoryEntry] = (),
     ) -> SummaryOutput:
-        """The range's facts and the updated summary, in parts when it is too large."""
+        """The range's facts and the updated summary, in parts when it is too large. Facts
+        may replace `replaceable` entries (current lines about the same things)."""
         facts: list[str] = []
+        supersedes: list[str] = []
         usage = Usage()
         summary = previous_summary
         for part in split_by_budget(messages, self._budget):
@@ -136,11 +144,13 @@ class Summarizer:
                 keep=extract_identifiers(
                     m.content for m in part if m.role == "user" and m.id >= memory_from_id
                 ),
+                replaceable=replaceable,
             )
             facts += output.facts
+            supersedes += output.supersedes
             usage.add(output.usage)
             summary = output.summary
-        return SummaryOutput(tuple(facts), summary, usage)
+        return SummaryOutput(tuple(facts), summary, usage, tuple(dict.fromkeys(supersedes)))
 
     async def _summarize_part(
         self,
@@ -151,22 +161,30 @@ class Summarizer:
         previous_summary: str,
         language: str,
         keep: list[str],
+        replaceable: Sequence[MemoryEntry],
     ) -> SummaryOutput:
         for_memory = [m for m in messages if m.id >= memory_from_id]
         output = await self.distill(
-            model, messages, memory_from_id, previous_summary, language, keep
+            model, messages, memory_from_id, previous_summary, language, keep, replaceable
         )
         missing = missing_identifiers(keep, output.memory_text) if output.facts else []
         if missing:
             retry = await self.distill(
-                model, messages, memory_from_id, previous_summary, language, keep, missing
+                model,
+                messages,
+                memory_from_id,
+                previous_summary,
+                language,
+                keep,
+                replaceable,
+                missing,
             )
             retry.usage.add(output.usage)
             output = retry
             still_missing = missing_identifiers(keep, output.memory_text)
             if still_missing:  # keep them verbatim rather than lose them
                 kept = "kept verbatim: " + ", ".join(still_missing)
-                output = SummaryOutput((*output.facts, kept), output.summary, output.usage)
+                output = dataclasses.replace(output, facts=(*output.facts, kept))
         if not for_memory:
             output = SummaryOutput((), output.summary, output.usage)
         return output
@@ -179,10 +197,12 @@ class Summarizer:
         previous_summary: str,
         language: str,
         keep: list[str],
+        replaceable: Sequence[MemoryEntry] = (),
         missing: Sequence[str] = (),
     ) -> SummaryOutput:
         """One attempt: the model's facts (from messages with id >= `memory_from_id`) and its
-        updated summary. `keep` are identifiers to copy; `missing` those a try dropped."""
+        updated summary. `keep` are identifiers to copy; `missing` those a try dropped;
+        `replaceable` the current lines a fact may replace, shown labelled L1, L2, …"""
         prompt = self._prompts.render(
             summary_template(language),
             messages=[
@@ -193,6 +213,9 @@ class Summarizer:
             keep=keep,
             missing=list(missing),
             has_memory_part=any(m.id >= memory_from_id for m in messages),
+            replaceable=[
+                {"label": f"L{n}", "content": e.content} for n, e in enumerate(replaceable, 1)
+            ],
         )
         request = ChatRequest(
             model=model.name,
@@ -202,8 +225,28 @@ class Summarizer:
         )
         text, usage = await _complete(model.provider, request)
         facts, summary = parse_output(text)
+        facts, supersedes = replaced_lines(facts, replaceable)
         summary = summary[:SUMMARY_MAX_CHARS] or previous_summary
-        return SummaryOutput(facts, summary, usage)
+        return SummaryOutput(facts, summary, usage, supersedes)
+
+
+def replaced_lines(
+    facts: Sequence[str], replaceable: Sequence[MemoryEntry]
+) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """(the facts without their `(replaces L…)` marks, the ids of the entries they replace);
+    a label that names no line shown is ignored."""
+    ids: dict[str, None] = {}
+    plain = []
+    for fact in facts:
+        match = REPLACES.match(fact)
+        if match is None:
+            plain.append(fact)
+            continue
+        for label in re.findall(r"\d+", match[1]):
+            if 1 <= int(label) <= len(replaceable):
+                ids.setdefault(replaceable[int(label) - 1].id, None)
+        plain.append(match[2].strip())
+    return tuple(plain), tuple(ids)
 
 
 def raw_output(

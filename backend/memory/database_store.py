@@ -40,6 +40,7 @@ from backend.memory.entries import (
     prepare_entry,
     rank_entries,
     split_source,
+    split_supersedes,
     standard_header,
     utc_today,
     with_header,
@@ -135,23 +136,12 @@ class DatabaseMemoryStore:
     ) -> list[MemoryEntry]:
         check_limit(limit)
         document = await self.read(tenant_id=tenant_id, scope_key=scope_key)
-        return rank_entries(document.entries, query, limit)
+        return rank_entries(document.current_entries, query, limit)
 
     async def recent(self, *, tenant_id: str, scope_key: str, limit: int) -> list[MemoryEntry]:
-        check_scope(tenant_id, scope_key)
         check_limit(limit)
-        if limit == 0:
-            return []
-        async with self._database.read() as conn:
-            result = await conn.execute(
-                _select_scope(tenant_id, scope_key)
-                .where(_table.c.source != VERBATIM_SOURCE)
-                .order_by(None)
-                .order_by(_table.c.id.desc())
-                .limit(limit)
-            )
-            newest_first = [_entry_from_row(row) for row in result]
-        return newest_first[::-1]
+        document = await self.read(tenant_id=tenant_id, scope_key=scope_key)
+        return list(document.current_entries[-limit:]) if limit else []
 
     async def _lock_scope(self, conn: AsyncConnection, tenant_id: str, scope_key: str) -> None:
         """Serialize writers of one scope. SQLite's BEGIN IMMEDIATE already serializes every
@@ -192,7 +182,8 @@ def _row_for_entry(
 ) -> dict[str, object]:
     provenance = fields.provenance
     row = _verbatim_row(fields.content, tenant_id, scope_key, now)
-    row.update(date=fields.date, source=fields.kind)
+    # The kind column keeps the replaced ids after the kind (`kind>id,id`), as a line does.
+    row.update(date=fields.date, source=compose_source(fields.kind, None, fields.supersedes))
     if provenance is not None:
         row.update(
             session_id=provenance.session_id,
@@ -223,7 +214,8 @@ def _row_for_line(
     if line.entry is None:
         return _verbatim_row(line.text, tenant_id, scope_key, now)
     kind, provenance = split_source(line.entry.source)
-    fields = EntryFields(line.entry.date, kind, line.entry.content, provenance)
+    supersedes = line.entry.supersedes
+    fields = EntryFields(line.entry.date, kind, line.entry.content, provenance, supersedes)
     return _row_for_entry(fields, tenant_id, scope_key, now)
 
 
@@ -231,10 +223,11 @@ def _entry_from_row(row: Row[Any]) -> MemoryEntry:
     provenance = None
     if row.session_id is not None:
         provenance = Provenance(row.session_id, row.first_message_id, row.last_message_id)
+    kind, supersedes = split_supersedes(row.source)
     return MemoryEntry(
         id=str(row.id),
         date=row.date,
-        source=compose_source(row.source, provenance),
+        source=compose_source(kind, provenance, supersedes),
         content=row.content,
     )
 

@@ -9,6 +9,9 @@ One entry a line, `YYYY-MM-DD|source|content`. The invariants every store relies
   and rendered back in place; a line that does not parse is reported, never dropped.
 - A summarizer entry carries its provenance in the source, `kind@<session_id>:<first>-<last>`,
   and `parse_document(render(...))` gives the same provenance back.
+- An entry that replaces earlier ones (a fact that changed) names them at the end of its
+  source, `…>id,id`; those stay in the file, unchanged (so every id stays stable), but only
+  the current entries reach the model (`MemoryDocument.current_entries`).
 """
 
 from __future__ import annotations
@@ -32,6 +35,8 @@ _PROVENANCE = re.compile(
     r"(?P<kind>[^@]+)@(?P<session>[A-Za-z0-9_-]{1,36}):(?P<first>\d{1,18})-(?P<last>\d{1,18})"
 )
 _SESSION_ID = re.compile(r"[A-Za-z0-9_-]{1,36}")
+_SUPERSEDES = re.compile(r"(?P<rest>.*)>(?P<ids>[0-9a-z-]{1,20}(?:,[0-9a-z-]{1,20}){0,4})")
+MAX_SUPERSEDED = 5  # ids one entry can replace: the source field has 200 characters
 _WORDS = re.compile(r"\w+")
 _CJK_RUNS = re.compile(
     r"([\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff\U00020000-\U0002ffff]+)"
@@ -72,13 +77,24 @@ class Provenance:
         return f"{self.session_id}:{self.first_message_id}-{self.last_message_id}"
 
 
-def compose_source(kind: str, provenance: Provenance | None) -> str:
-    """The source field: the kind alone, or `kind@<session_id>:<first>-<last>`."""
-    return kind if provenance is None else f"{kind}@{provenance.encode()}"
+def compose_source(kind: str, provenance: Provenance | None, supersedes: Sequence[str] = ()) -> str:
+    """The source field: the kind, then `@<session_id>:<first>-<last>` when it has provenance,
+    then `>id,id` naming the entries it replaces."""
+    source = kind if provenance is None else f"{kind}@{provenance.encode()}"
+    return f"{source}>{','.join(supersedes)}" if supersedes else source
+
+
+def split_supersedes(source: str) -> tuple[str, tuple[str, ...]]:
+    """(the source without its `>id,id` end, those ids)."""
+    match = _SUPERSEDES.fullmatch(source)
+    if match is None:
+        return source, ()
+    return match["rest"], tuple(match["ids"].split(","))
 
 
 def split_source(source: str) -> tuple[str, Provenance | None]:
     """(kind, provenance) of a source field; a source without valid provenance is all kind."""
+    source = split_supersedes(source)[0]
     match = _PROVENANCE.fullmatch(source)
     if match is None or int(match["first"]) > int(match["last"]):
         return source, None
@@ -103,6 +119,11 @@ class MemoryEntry:
     def source_kind(self) -> str:
         return split_source(self.source)[0]
 
+    @cached_property
+    def supersedes(self) -> tuple[str, ...]:
+        """The ids of the entries this one replaces."""
+        return split_supersedes(self.source)[1]
+
     @property
     def line(self) -> str:
         return format_line(self.date, self.source, self.content)
@@ -122,6 +143,7 @@ class NewEntry:
     content: str
     date: dt.date | None = None
     provenance: Provenance | None = None
+    supersedes: tuple[str, ...] = ()  # ids of the entries it replaces
 
 
 @dataclass(frozen=True)
@@ -132,10 +154,11 @@ class EntryFields:
     kind: str
     content: str
     provenance: Provenance | None
+    supersedes: tuple[str, ...] = ()
 
     @property
     def source(self) -> str:
-        return compose_source(self.kind, self.provenance)
+        return compose_source(self.kind, self.provenance, self.supersedes)
 
     @property
     def line(self) -> str:
@@ -143,15 +166,19 @@ class EntryFields:
 
 
 def prepare_entry(entry: NewEntry, *, today: dt.date) -> EntryFields:
-    """Neutralise and check a new entry. `@` is reserved for provenance, so a kind cannot fake
-    one: it becomes `＠`. Raises InvalidInput for an empty or over-long field."""
-    kind = neutralise(entry.source).replace("@", "＠")
+    """Neutralise and check a new entry. `@` and `>` are reserved for provenance and replaced
+    entries, so a kind cannot fake either: they become `＠` and `＞`. Raises InvalidInput for
+    an empty or over-long field."""
+    kind = neutralise(entry.source).replace("@", "＠").replace(">", "＞")
+    supersedes = tuple(dict.fromkeys(entry.supersedes))[:MAX_SUPERSEDED]
+    if supersedes and not _SUPERSEDES.fullmatch(">" + ",".join(supersedes)):
+        raise InvalidInput("a memory entry can only replace entries named by their ids")
     content = neutralise(entry.content)
     if not kind or len(kind) > MAX_SOURCE_LENGTH:
         raise InvalidInput(f"a memory source must have 1 to {MAX_SOURCE_LENGTH} characters")
     if not content:
         raise InvalidInput("a memory entry needs some content")
-    return EntryFields(entry.date or today, kind, content, entry.provenance)
+    return EntryFields(entry.date or today, kind, content, entry.provenance, supersedes)
 
 
 @dataclass(frozen=True)
@@ -180,6 +207,12 @@ class MemoryDocument:
     @cached_property
     def entries(self) -> tuple[MemoryEntry, ...]:
         return tuple(line.entry for line in self.lines if line.entry is not None)
+
+    @cached_property
+    def current_entries(self) -> tuple[MemoryEntry, ...]:
+        """The entries no other entry replaces: what the model is told."""
+        replaced = {entry_id for entry in self.entries for entry_id in entry.supersedes}
+        return tuple(entry for entry in self.entries if entry.id not in replaced)
 
     @cached_property
     def invalid_lines(self) -> tuple[tuple[int, str], ...]:

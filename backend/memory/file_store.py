@@ -175,12 +175,12 @@ class FileMemoryStore:
     ) -> list[MemoryEntry]:
         check_limit(limit)
         document = await self.read(tenant_id=tenant_id, scope_key=scope_key)
-        return rank_entries(document.entries, query, limit)
+        return rank_entries(document.current_entries, query, limit)
 
     async def recent(self, *, tenant_id: str, scope_key: str, limit: int) -> list[MemoryEntry]:
         check_limit(limit)
         document = await self.read(tenant_id=tenant_id, scope_key=scope_key)
-        return list(document.entries[-limit:]) if limit else []
+        return list(document.current_entries[-limit:]) if limit else []
 
     async def _update(self, tenant_id: str, scope_key: str, change: Change[T]) -> T:
         path = self.path_for(tenant_id=tenant_id, scope_key=scope_key)

@@ -40,6 +40,7 @@ class OverflowJob:
     memory_entry_id: str | None
     attempts: int
     next_attempt_at: datetime | None
+    memory_supersedes: tuple[str, ...] = ()  # entry ids the memory line replaces
 
 
 def _job(row: Row[Any]) -> OverflowJob:
@@ -63,6 +64,7 @@ def _job(row: Row[Any]) -> OverflowJob:
         memory_entry_id=row.memory_entry_id,
         attempts=row.attempts,
         next_attempt_at=next_at,
+        memory_supersedes=tuple(filter(None, (row.memory_supersedes or "").split(","))),
     )
 
 
@@ -195,7 +197,13 @@ class OverflowJobRepository:
             )
 
     async def record_summary(
-        self, job: OverflowJob, *, summary: str, memory_line: str | None, tokens: int
+        self,
+        job: OverflowJob,
+        *,
+        summary: str,
+        memory_line: str | None,
+        tokens: int,
+        supersedes: tuple[str, ...] = (),
     ) -> None:
         """Save the summary and charge its tokens to the tenant, in one transaction."""
         async with self._db.write() as conn:
@@ -210,6 +218,7 @@ class OverflowJobRepository:
                     status="summarized",
                     summary=summary,
                     memory_line=memory_line,
+                    memory_supersedes=",".join(supersedes) or None,
                     updated_at=datetime.now(UTC),
                 )
             )
@@ -322,6 +331,7 @@ class OverflowJobRepository:
                 .values(
                     status="pending",
                     memory_line=None,
+                    memory_supersedes=None,
                     memory_entry_id=replacing,
                     attempts=0,
                     next_attempt_at=None,

@@ -153,6 +153,7 @@ overflow_jobs = Table(
     Column("summary", Text),
     Column("memory_line", Text),
     Column("memory_entry_id", String(64)),
+    Column("memory_supersedes", Text),  # entry ids the memory line replaces, comma-separated
     Column("attempts", Integer, nullable=False, default=0),
     Column("last_error", Text),
     Column("next_attempt_at", Timestamp),

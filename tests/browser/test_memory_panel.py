@@ -265,3 +265,25 @@ async def test_a_fact_added_in_the_panel_is_stored_as_a_manual_entry(tally: Tall
     await expect(page.get_by_test_id("memory-panel")).to_be_visible()
     assert len((await tally.client.get("/api/memory")).json()["entries"]) == 1
     await tally.screenshot(page, "memory-added")
+
+
+async def test_an_entry_a_newer_one_replaced_is_shown_struck_through(tally: Tally) -> None:
+    old = "2026-01-02|manual|The user's phone number is 555-0100"
+    first = (await tally.client.put("/api/memory", json={"content": old + "\n"})).json()
+    old_id = first["entries"][0]["id"]
+    new = f"2026-02-03|auto-summary>{old_id}|The user's phone number is 555-0199"
+    await tally.client.put("/api/memory", json={"content": f"{old}\n{new}\n"})
+    page = await tally.open_page()
+    await page.get_by_test_id("memory-button").click()
+    entries = page.get_by_test_id("memory-entry")
+    await expect(entries).to_have_count(2)
+    replaced = entries.filter(has_text="555-0100")
+    await expect(replaced.get_by_test_id("memory-replaced")).to_have_text("replaced")
+    await expect(
+        entries.filter(has_text="555-0199").get_by_test_id("memory-replaced")
+    ).to_have_count(0)
+    decoration = await replaced.get_by_test_id("memory-content").evaluate(
+        "el => getComputedStyle(el).textDecorationLine"
+    )
+    assert decoration == "line-through"
+    await tally.screenshot(page, "memory-replaced")

@@ -7,6 +7,7 @@ from datetime import UTC, datetime
 from backend.chat.demo_summarizer import DemoSummarizer
 from backend.chat.prompts import PromptRenderer
 from backend.domain.messages import Role, StoredMessage
+from backend.memory.entries import MemoryEntry
 from backend.providers.demo import DemoProvider
 from tests.conftest import ROOT
 
@@ -82,3 +83,28 @@ async def test_small_talk_leaves_nothing_to_record() -> None:
         language="en",
     )
     assert output.facts == () and output.memory_text == ""
+
+
+async def test_a_fact_that_changed_replaces_its_line_and_keeps_the_rest_of_it() -> None:
+    demo = summarizer()
+    old = MemoryEntry(
+        "a1b2c3d4e5f6",
+        datetime.now(UTC).date(),
+        "auto-summary@s1:1-2",
+        "The user said: “My phone number is 555-0100.”; The user said: “My name is Ada.”",
+    )
+    unrelated = MemoryEntry("0a0b0c0d0e0f", datetime.now(UTC).date(), "manual", "Likes tea")
+    output = await demo.summarize(
+        demo.model_for(0, retries_per_model=3),
+        messages=[
+            message(7, "user", "My phone number is now 555-0199."),
+            message(8, "assistant", "Ok."),
+        ],
+        memory_from_id=7,
+        previous_summary="",
+        language="en",
+        replaceable=[unrelated, old],
+    )
+    assert output.supersedes == ("a1b2c3d4e5f6",)
+    assert "555-0199" in output.memory_text and "555-0100" not in output.memory_text
+    assert "My name is Ada." in output.memory_text  # the rest of the replaced line still holds

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import shutil
 from datetime import UTC, datetime
 from pathlib import Path
@@ -12,6 +13,7 @@ from backend.chat.prompts import PromptRenderer
 from backend.chat.summarizer import Summarizer, SummaryFailed, SummaryModel, parse_output
 from backend.domain.messages import Role, StoredMessage
 from backend.errors import ProviderUnavailable
+from backend.memory.entries import MemoryEntry
 from backend.providers.scripted import ScriptedProvider
 from tests.conftest import ROOT
 
@@ -131,3 +133,29 @@ async def test_the_summarizers_instructions_come_from_the_prompts_folder(tmp_pat
         systems.append(model.requests[0].system)
     assert systems[0] == "Keep only what matters to the user."
     assert systems[1] == shipped.split("-#}", 1)[1].strip()
+
+
+async def test_the_summarizer_is_shown_current_lines_and_a_fact_can_replace_them() -> None:
+    model = ScriptedProvider()
+    model.push(
+        "## Memory\n- (replaces L2) The user's phone number is 555-0199\n"
+        "- (replaces L9) a label no line has\n## Summary\nA new number."
+    )
+    s = summarizer(model)
+    current = [
+        MemoryEntry("e1", dt.date(2026, 1, 1), "manual", "The user likes tea"),
+        MemoryEntry("e2", dt.date(2026, 1, 1), "manual", "The user's phone number is 555-0100"),
+    ]
+    output = await s.summarize(
+        s.model_for(0, retries_per_model=3),
+        messages=[message(5, "user", "My phone number is now 555-0199")],
+        memory_from_id=5,
+        previous_summary="",
+        language="en",
+        replaceable=current,
+    )
+    prompt = model.requests[0].messages[0].content
+    assert "[L1] The user likes tea" in prompt
+    assert "[L2] The user's phone number is 555-0100" in prompt
+    assert output.supersedes == ("e2",)
+    assert output.facts == ("The user's phone number is 555-0199", "a label no line has")

@@ -365,3 +365,43 @@ async def test_same_operations_render_the_same_text_in_every_store(store: Memory
         ]
     )
     assert document.invalid_lines == ((len(standard_header("acme", "u")) + 3, "odd line"),)
+
+
+async def test_an_entry_that_replaces_another_hides_it_from_search_and_recent(
+    store: MemoryStore,
+) -> None:
+    (old,) = await store.append(
+        tenant_id="acme", scope_key="", entries=[fact("my phone number is 555-0100")]
+    )
+    new = await store.append_once(
+        tenant_id="acme",
+        scope_key="",
+        entry=NewEntry(
+            "auto-summary",
+            "my phone number is 555-0199",
+            DAY,
+            Provenance(SESSION, 1, 4),
+            supersedes=(old.id,),
+        ),
+    )
+    searched = await store.search(tenant_id="acme", scope_key="", query="phone", limit=10)
+    recent = await store.recent(tenant_id="acme", scope_key="", limit=10)
+    document = await store.read(tenant_id="acme", scope_key="")
+    assert new.supersedes == (old.id,) and new.provenance == Provenance(SESSION, 1, 4)
+    assert [e.content for e in searched] == ["my phone number is 555-0199"]
+    assert [e.id for e in recent] == [new.id]
+    assert [e.id for e in document.entries] == [old.id, new.id]  # kept, unchanged
+    assert f"|auto-summary@{SESSION}:1-4>{old.id}|" in document.content
+
+    await store.delete(tenant_id="acme", scope_key="", entry_id=new.id)  # a revert
+    back = await store.search(tenant_id="acme", scope_key="", query="phone", limit=10)
+    assert [e.id for e in back] == [old.id]
+
+
+async def test_a_source_cannot_fake_replacing_an_entry(store: MemoryStore) -> None:
+    (kept,) = await store.append(tenant_id="acme", scope_key="", entries=[fact("kept")])
+    (forged,) = await store.append(
+        tenant_id="acme", scope_key="", entries=[fact("forged", source=f"manual>{kept.id}")]
+    )
+    searched = await store.search(tenant_id="acme", scope_key="", query="kept", limit=10)
+    assert forged.supersedes == () and [e.id for e in searched] == [kept.id]

@@ -1,0 +1,47 @@
+"""When the overflow summarizer runs and what it writes: the policy (window, automatic write,
+retries, leases), the range the automatic write distills, and the source of a job's line."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from backend.chat.window import WindowPolicy
+from backend.domain.messages import StoredMessage
+from backend.storage.overflow_jobs import OverflowJob
+
+
+@dataclass(frozen=True, slots=True)
+class OverflowPolicy:
+    window: WindowPolicy
+    auto_min_messages: int = 30
+    auto_min_chars: int = 15_000
+    delete_evicted: bool = False
+    scope_by_user: bool = False
+    language: str = "en"
+    retries_per_model: int = 3
+    retry_base_s: float = 2.0
+    retry_max_s: float = 300.0
+    max_attempts: int = 6  # failed summaries before the range is kept as a raw line
+    lease_s: float = 30.0  # renewed every third of it while a job runs; a crashed worker's
+    # job is free again after this
+
+
+def auto_write_range(
+    window: Sequence[StoredMessage], *, watermark: int, policy: OverflowPolicy
+) -> tuple[int, int] | None:
+    """The (first, last) ids the automatic memory write should distill now, if due."""
+    fresh = [m for m in window if m.id > watermark]
+    while fresh and fresh[-1].role != "assistant":  # whole turns only
+        fresh.pop()
+    chars = sum(len(m.content) for m in fresh)
+    if fresh and (len(fresh) >= policy.auto_min_messages or chars >= policy.auto_min_chars):
+        return fresh[0].id, fresh[-1].id
+    return None
+
+
+def memory_source(job: OverflowJob, *, is_raw: bool) -> str:
+    """The source a job's memory line is written with: which summarizer, or raw."""
+    if is_raw:
+        return "auto-raw"
+    return "auto-overflow" if job.kind == "overflow" else "auto-summary"
