@@ -6,7 +6,7 @@ import logging
 import os
 from collections.abc import AsyncIterator, Iterable
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -19,6 +19,7 @@ from backend.chat.compiler import ModelLimits
 from backend.chat.demo_summarizer import DemoSummarizer
 from backend.chat.failpoints import Failpoints
 from backend.chat.memory_context import MemoryContext
+from backend.chat.memory_health import MemoryHealth
 from backend.chat.memory_tools import MemorySearchTool, MemoryWriteTool
 from backend.chat.overflow import OverflowWorker
 from backend.chat.overflow_policy import OverflowPolicy
@@ -146,6 +147,7 @@ async def build_services(
             usage=usage,
             coordinator=coordinator,
             runtimes=runtimes,
+            memory_health=factory.memory_health,
             turns=turns,
             chat=ChatService(
                 sessions=factory.sessions,
@@ -229,6 +231,7 @@ class RuntimeFactory:
     provider: ChatProvider | None
     summarizer_provider: ChatProvider | None
     outcomes: ProviderOutcomes | None = None
+    memory_health: MemoryHealth = field(default_factory=MemoryHealth)  # one for all tenants
 
     @classmethod
     def for_database(
@@ -286,6 +289,7 @@ class RuntimeFactory:
             counter=counter,
             overflow=self._overflow_worker(settings, summarizer, budget),
             owned_providers=tuple(owned),
+            memory_health=self.memory_health,
         )
 
     def _models(
@@ -337,7 +341,12 @@ class RuntimeFactory:
         return RequestBuilder(
             prompts=self.prompts,
             tools=tools,
-            memory=MemoryContext(self.store, counter, budget_tokens=memory.prompt_budget_tokens),
+            memory=MemoryContext(
+                self.store,
+                counter,
+                budget_tokens=memory.prompt_budget_tokens,
+                health=self.memory_health,
+            ),
             counter=counter,
             settings=RequestSettings(
                 persona=settings.persona,
@@ -380,4 +389,5 @@ class RuntimeFactory:
             summarizer=summarizer,
             policy=policy,
             failpoints=Failpoints.from_environment(),
+            health=self.memory_health,
         )

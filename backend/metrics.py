@@ -72,6 +72,13 @@ ACTIVE_STREAMS = Gauge(
     multiprocess_mode="livesum",  # the live workers' streams, added up
     registry=REGISTRY,
 )
+MEMORY_DEGRADED = Gauge(
+    "tally_memory_degraded",
+    "Sessions whose summaries keep failing, and memories that cannot be read, per tenant",
+    ["tenant"],
+    multiprocess_mode="livesum",  # each live worker counts what it sees
+    registry=REGISTRY,
+)
 PROMPT_BUILD_SECONDS = Histogram(
     "tally_prompt_build_seconds",
     "Time to gather window and memory and compile one request",

@@ -113,6 +113,10 @@ export class Turn {
       case "compaction":
         view.compaction(data);
         return false;
+      case "memory.degraded":
+        view.notice("alert", ["memoryDegraded", { reason: data.reason }]).dataset.testid =
+          "memory-degraded";
+        return false;
       case "error":
         this.fail(data);
         return true;

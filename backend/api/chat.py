@@ -100,6 +100,7 @@ def _send_response(end: TurnCompleted) -> SendResponse:
         ),
         context_tokens=end.context_tokens,
         context_budget=end.context_budget,
+        memory_problem=end.memory_problem,
     )
 
 

@@ -12,8 +12,14 @@ from sqlalchemy.exc import SQLAlchemyError
 from backend.api.auth import DEFAULT_TENANT, OptionalPrincipalDep
 from backend.api.deps import ChannelsDep, ServicesDep
 from backend.api.errors import retry_after_header
-from backend.api.health_schemas import ChannelHealthPublic, HealthPublic, ProviderHealthPublic
+from backend.api.health_schemas import (
+    ChannelHealthPublic,
+    HealthPublic,
+    MemoryProblemPublic,
+    ProviderHealthPublic,
+)
 from backend.channels.base import ChannelStatus
+from backend.chat.services import Services
 from backend.errors import StorageUnavailable
 from backend.providers.endpoints import base_url, display_url
 from backend.providers.outcomes import Outcome
@@ -60,7 +66,13 @@ async def health(
     latest = outcomes.latest(runtime.model.provider)
     is_provider_failing = latest is not None and not latest.is_ok
     coordination_problem = await services.coordinator.problem()
-    is_ok = database == "ok" and not is_provider_failing and coordination_problem is None
+    memory_problems = await _memory_problems(services) if database == "ok" else []
+    is_ok = (
+        database == "ok"
+        and not is_provider_failing
+        and coordination_problem is None
+        and not memory_problems
+    )
     return HealthPublic(
         status="ok" if is_ok else "degraded",
         database=database,
@@ -78,14 +90,49 @@ async def health(
         demo_key_env=runtime.demo_key_env,
         demo_window=window if runtime.is_demo else None,
         channels=[_channel_health(s) for s in channels.statuses() if _may_see(caller, s)],
+        memory="degraded" if memory_problems else "ok",
+        memory_problem=_count(memory_problems) if memory_problems else None,
+        memory_problems=[p for p in memory_problems if _may_see_tenant(caller, p.tenant_id)],
     )
+
+
+async def _memory_problems(services: Services) -> list[MemoryProblemPublic]:
+    """Summaries failing in any process (journaled in the database), and memories this
+    process could not read at its last try."""
+    failing = [
+        MemoryProblemPublic(
+            tenant_id=job.tenant_id,
+            session_id=job.session_id,
+            code="summaries_failing",
+            reason=f"{job.attempts} failed attempt(s) to summarize messages "
+            f"#{job.first_message_id}–#{job.last_message_id}",
+        )
+        for job in await services.overflow_jobs.failing()
+    ]
+    unreadable = [
+        MemoryProblemPublic(tenant_id=tenant_id, code="memory_unreadable", reason=p.reason)
+        for tenant_id, p in services.memory_health.unreadable()
+    ]
+    return failing + unreadable
+
+
+def _count(problems: list[MemoryProblemPublic]) -> str:
+    failing = sum(p.code == "summaries_failing" for p in problems)
+    unreadable = len(problems) - failing
+    parts = [f"summaries failing in {failing} session(s)"] if failing else []
+    parts += [f"{unreadable} memory file(s) unreadable"] if unreadable else []
+    return "; ".join(parts)
 
 
 def _may_see(caller: Principal | None, status: ChannelStatus) -> bool:
     """Bots are the operator's to see, and a tenant admin's own; health is public."""
+    return _may_see_tenant(caller, status.tenant_id)
+
+
+def _may_see_tenant(caller: Principal | None, tenant_id: str) -> bool:
     if caller is None or caller.scope != "admin":
         return False
-    return caller.is_operator or caller.tenant_id == status.tenant_id
+    return caller.is_operator or caller.tenant_id == tenant_id
 
 
 def _channel_health(status: ChannelStatus) -> ChannelHealthPublic:

@@ -37,10 +37,20 @@ class ChannelHealthPublic(BaseModel):
     last_error_at: datetime | None = None
 
 
+class MemoryProblemPublic(BaseModel):
+    """Where memory does not work, as an operator or the tenant's administrator sees it."""
+
+    tenant_id: str
+    session_id: str | None = None  # none: the tenant's memory could not be read
+    code: Literal["summaries_failing", "memory_unreadable"]
+    reason: str
+
+
 class HealthPublic(BaseModel):
     status: Literal["ok", "degraded"] = Field(
         description="degraded when the database is unavailable (HTTP 503), or Redis cannot be "
-        "reached, or the default model's provider failed its latest call (HTTP 200)"
+        "reached, or the default model's provider failed its latest call, or memory is "
+        "degraded (HTTP 200)"
     )
     database: Literal["ok", "unavailable"]
     database_problem: str | None = None  # why it is unavailable: the driver's words, no data
@@ -58,3 +68,10 @@ class HealthPublic(BaseModel):
     channels: list[ChannelHealthPublic] = Field(
         default_factory=list, description="the bots an administrator's key may see"
     )
+    memory: Literal["ok", "degraded"] = Field(
+        "ok",
+        description="degraded while some session's summaries keep failing or a memory "
+        "cannot be read",
+    )
+    memory_problem: str | None = None  # how many places, for everyone; where, for admins:
+    memory_problems: list[MemoryProblemPublic] = Field(default_factory=list)

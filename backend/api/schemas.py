@@ -122,6 +122,7 @@ class SendResponse(BaseModel):
     usage: UsagePublic
     context_tokens: int = Field(description="the request's size in tokens")
     context_budget: int = Field(description="the model's context window minus its reply")
+    memory_problem: str | None = Field(None, description="why memory did not work this turn")
 
 
 class CancelResponse(BaseModel):

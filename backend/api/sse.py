@@ -9,6 +9,7 @@ from typing import Any
 
 from backend.domain.events import (
     Compacted,
+    MemoryDegraded,
     RetryScheduled,
     TextDelta,
     ThinkingDelta,
@@ -39,6 +40,7 @@ EVENT_NAMES: dict[type, tuple[str, Callable[[Any], dict[str, object]]]] = {
     ToolStarted: ("tool.call", _tool_call),
     ToolFinished: ("tool.result", asdict),
     Compacted: ("compaction", asdict),
+    MemoryDegraded: ("memory.degraded", asdict),
     RetryScheduled: ("retry", asdict),
     TurnFailed: ("error", _failed),
     TurnCompleted: ("turn.completed", asdict),

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import logging
 
+from backend.chat.memory_health import MemoryHealth
 from backend.chat.tokens import TokenCounter
 from backend.memory.base import MemoryStore, MemoryUnavailable
 from backend.memory.entries import MemoryEntry, format_line
@@ -19,10 +20,12 @@ class MemoryContext:
         counter: TokenCounter,
         *,
         budget_tokens: int,
+        health: MemoryHealth | None = None,
         relevant: int = 12,
         recent: int = 12,
     ) -> None:
         self.store = store
+        self._health = health or MemoryHealth()
         self._counter = counter
         self._budget_tokens = budget_tokens
         self._relevant = relevant
@@ -46,7 +49,9 @@ class MemoryContext:
             log.warning(
                 "memory left out of the prompt: %s", exc.message, extra={"tenant": tenant_id}
             )
+            self._health.memory_unreadable(tenant_id, scope_key, exc.message)
             return []
+        self._health.memory_readable(tenant_id, scope_key)
         chosen: dict[str, MemoryEntry] = {}
         for entry in [*relevant, *reversed(recent)]:
             chosen.setdefault(entry.id, entry)

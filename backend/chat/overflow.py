@@ -19,6 +19,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from datetime import UTC, datetime, timedelta
 
 from backend.chat.failpoints import Failpoints
+from backend.chat.memory_health import MemoryHealth
 from backend.chat.overflow_policy import OverflowPolicy, auto_write_range, memory_source
 from backend.chat.summarizer import Summarizer, SummaryOutput, raw_output
 from backend.chat.window import plan_eviction
@@ -46,6 +47,7 @@ class OverflowWorker:
         summarizer: Summarizer,
         policy: OverflowPolicy,
         failpoints: Failpoints,
+        health: MemoryHealth | None = None,
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
     ) -> None:
         self._jobs = jobs
@@ -54,6 +56,7 @@ class OverflowWorker:
         self._summarizer = summarizer
         self._policy = policy
         self._failpoints = failpoints
+        self._health = health or MemoryHealth()
         self._sleep = sleep
         self._drains: dict[tuple[str, str], asyncio.Task[None]] = {}
         self._busy: set[tuple[str, str]] = set()  # drains inside a job's steps
@@ -286,6 +289,7 @@ class OverflowWorker:
             await self._jobs.record_memory(job, memory_entry_id=entry_id)
             self._failpoints.hit("overflow.memory_written")
         await self._jobs.complete(job, delete_evicted=self._policy.delete_evicted)
+        self._health.summaries_recovered(job.tenant_id, job.session_id)
         self._failpoints.hit("overflow.done")
 
     async def _summarize(self, job: OverflowJob, messages: list[StoredMessage]) -> SummaryOutput:
@@ -358,6 +362,9 @@ class OverflowWorker:
             extra={"tenant": job.tenant_id, "session": job.session_id},
         )
         retry_at = datetime.now(UTC) + timedelta(seconds=delay)
+        self._health.summaries_failing(
+            job.tenant_id, job.session_id, attempts=job.attempts + 1, error=error.code
+        )
         await self._jobs.record_failure(
             job, error=f"{error.code}: {error.message}", retry_at=retry_at
         )

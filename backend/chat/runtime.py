@@ -11,6 +11,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
+from backend.chat.memory_health import MemoryHealth
 from backend.chat.overflow import OverflowWorker
 from backend.chat.request_builder import RequestBuilder
 from backend.chat.tokens import TokenCounter
@@ -31,6 +32,7 @@ class TenantRuntime:
     counter: TokenCounter
     overflow: OverflowWorker
     owned_providers: tuple[ChatProvider, ...]
+    memory_health: MemoryHealth
 
     async def aclose(self) -> None:
         await self.overflow.aclose()

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from backend.chat.memory_health import MemoryHealth
 from backend.chat.runtime import RuntimeRegistry
 from backend.chat.service import ChatService
 from backend.chat.turn import TurnRunner
@@ -39,4 +40,5 @@ class Services:
     authenticator: Authenticator
     usage: UsageRepository
     coordinator: Coordinator
+    memory_health: MemoryHealth
     provider_outcomes: ProviderOutcomes = field(default_factory=ProviderOutcomes)

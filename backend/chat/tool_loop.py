@@ -48,6 +48,7 @@ class LoopOutcome:
     is_complete: bool = False
     context_tokens: int = 0
     is_compacted: bool = False  # the request was compacted to fit the context
+    memory_problem: str | None = None  # why memory did not work for this turn
     thinking: str = ""  # the reasoning streamed before and between the reply's parts
 
     @property

@@ -18,6 +18,7 @@ from backend.chat.turn_handle import TurnHandle, TurnRequest
 from backend.chat.turn_lock import SessionLocks
 from backend.coordination.base import Coordinator
 from backend.domain.events import (
+    MemoryDegraded,
     ToolCallRecord,
     TurnCompleted,
     TurnFailed,
@@ -226,6 +227,11 @@ class TurnRunner:
         user_message = window[-1]
         built = await runtime.builder.build(session, window)
         outcome.context_tokens = built.estimated_tokens
+        scope_key = (session.user_key or "") if runtime.settings.memory.scope == "user" else ""
+        problem = runtime.memory_health.problem_for(request.tenant_id, session.id, scope_key)
+        if problem is not None:  # said before the reply, which may then miss what it forgot
+            handle.emit(MemoryDegraded(problem.code, problem.reason))
+            outcome.memory_problem = problem.reason
         if built.compaction is not None:  # the event says so, and a flag on the reply: the
             handle.emit(built.compaction)  # reply's text is only what the model said
             outcome.is_compacted = True
@@ -318,6 +324,7 @@ class TurnRunner:
                     tool_calls=tuple(outcome.tool_calls),
                     context_tokens=outcome.context_tokens,
                     context_budget=runtime.builder.budget_tokens,
+                    memory_problem=outcome.memory_problem,
                 )
             )
             return stored

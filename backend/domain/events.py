@@ -97,6 +97,14 @@ class Compacted:
 
 
 @dataclass(frozen=True, slots=True)
+class MemoryDegraded:
+    """Memory is not working as it should for this turn: why, and what it means for the user."""
+
+    code: str  # summaries_failing | memory_unreadable
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
 class TurnFailed:
     code: str
     message: str
@@ -126,6 +134,7 @@ class TurnCompleted:
     tool_calls: tuple[ToolCallRecord, ...] = field(default_factory=tuple)
     context_tokens: int = 0  # the request's size, for a context gauge
     context_budget: int = 0  # context window minus the reply's maximum
+    memory_problem: str | None = None  # the MemoryDegraded reason, when there was one
 
 
 TurnEvent = (
@@ -135,6 +144,7 @@ TurnEvent = (
     | ToolStarted
     | ToolFinished
     | Compacted
+    | MemoryDegraded
     | RetryScheduled
     | TurnFailed
     | TurnCompleted

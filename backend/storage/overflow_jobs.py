@@ -135,6 +135,17 @@ class OverflowJobRepository:
             )
             return [_job(row) for row in rows]
 
+    async def failing(self, *, limit: int = 100) -> list[OverflowJob]:
+        """Unfinished jobs whose latest attempt failed, oldest first: memory is degraded there."""
+        async with self._db.read() as conn:
+            rows = await conn.execute(
+                select(overflow_jobs)
+                .where(overflow_jobs.c.status.in_(ACTIVE), overflow_jobs.c.attempts > 0)
+                .order_by(overflow_jobs.c.id)
+                .limit(limit)
+            )
+            return [_job(row) for row in rows]
+
     async def sessions_with_active_jobs(self, *, unleased: bool = False) -> list[tuple[str, str]]:
         """(tenant_id, session_id) of every unfinished job: the start-up resume list; with
         `unleased`, only the jobs no live worker holds (a dead worker's lease ran out).

@@ -122,7 +122,9 @@ async def test_a_failing_summary_provider_shows_without_degrading_chat(
                 assert sent.status_code == 200
             health = await wait_for_outcome(client, "summaries")
 
-    assert health["status"] == "ok"  # the chat model's provider is fine
+    # The chat model's provider is fine: only memory (summaries failing, once the failure is
+    # journaled) can make the status degraded.
+    assert health["status"] == ("degraded" if health["memory"] == "degraded" else "ok")
     assert entry(health, "myvendor")["last_outcome"] == "ok"
     summaries = entry(health, "summaries")
     assert summaries["last_error_code"] == "provider_unavailable"

@@ -452,3 +452,20 @@ async def test_reasoning_is_kept_with_the_reply_and_shown_collapsed_after_a_relo
     await expect(thinking).to_contain_text("Seven is prime.")
     await expect(last_reply(page).locator(".md")).to_have_text("Seven.")
     await tally.screenshot(page, "thinking-after-reload")
+
+
+async def test_a_reply_says_when_memory_is_degraded(browser: Browser, tmp_path: Path) -> None:
+    blocker = tmp_path / "not-a-folder"
+    blocker.write_text("a file where the memory folder should be", encoding="utf-8")
+    provider = ScriptedProvider(replies=["Hello!"])
+    async with running_tally(
+        browser, tmp_path, provider, memory={"path": str(blocker / "MEMORY.md")}
+    ) as tally:
+        page = await tally.open_page()
+        await send(page, "Do you remember me?")
+        await wait_for_reply(page)
+        notice = last_reply(page).get_by_test_id("memory-degraded")
+        await expect(notice).to_contain_text("Memory is degraded")
+        await expect(notice).to_contain_text("could not be read")
+        await expect(last_reply(page).locator(".md")).to_have_text("Hello!")
+        await tally.screenshot(page, "memory-degraded")
