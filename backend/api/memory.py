@@ -52,10 +52,10 @@ def entry_public(entry: MemoryEntry, *, is_current: bool = True) -> MemoryEntryP
 
 
 def memory_public(document: MemoryDocument) -> MemoryPublic:
-    current = set(document.current_entries)
+    current = {entry.id for entry in document.current_entries}
     return MemoryPublic(
         content=document.content,
-        entries=[entry_public(e, is_current=e in current) for e in document.entries],
+        entries=[entry_public(e, is_current=e.id in current) for e in document.entries],
         invalid_lines=[line for _, line in document.invalid_lines],
     )
 

@@ -57,10 +57,10 @@ class MemoryContext:
             chosen.setdefault(entry.id, entry)
         lines, used = [], 0
         for entry in chosen.values():
-            line = format_line(entry.date, entry.source_kind, entry.content)
+            line = format_line(entry.date, entry.source_kind, entry.current_content)
             cost = self._counter.count(line) + 1
             if used + cost > self._budget_tokens:
-                break
+                continue  # a smaller line after it may still fit
             lines.append(line)
             used += cost
         return lines

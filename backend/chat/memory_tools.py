@@ -47,7 +47,7 @@ class MemorySearchTool:
         )
         if not entries:
             return "no matching memory"
-        return "\n".join(format_line(e.date, e.source_kind, e.content) for e in entries)
+        return "\n".join(format_line(e.date, e.source_kind, e.current_content) for e in entries)
 
 
 class MemoryWriteTool:

@@ -34,7 +34,7 @@ from backend.storage.overflow_jobs import JobKind, OverflowJob, OverflowJobRepos
 
 log = logging.getLogger(__name__)
 
-REPLACEABLE = 10  # current memory lines the summarizer is shown, that a fact may replace
+REPLACEABLE = 20  # current lines searched for facts the summarizer is shown to replace
 
 
 class OverflowWorker:

@@ -18,13 +18,14 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from backend.chat.corrections import without_overridden
 from backend.chat.fidelity import extract_identifiers, missing_identifiers
 from backend.chat.prompts import PromptRenderer, TemplateProblem
 from backend.domain.events import TextDelta, UsageReported
 from backend.domain.messages import StoredMessage, Usage
 from backend.domain.requests import ChatRequest, RequestMessage
 from backend.errors import ProviderError, TallyError
-from backend.memory.entries import MemoryEntry
+from backend.memory.entries import FACT_SEPARATOR, FactRef, MemoryEntry, current_facts
 from backend.providers.base import ChatProvider
 
 NOTHING_TO_RECORD = re.compile(r"^\W*(nothing to record|无需记录)\W*$", re.IGNORECASE)
@@ -34,6 +35,7 @@ SECTION = re.compile(r"^#{1,3}\s*(memory|summary|记忆|摘要)\s*[:：]?\s*$", 
 SUMMARY_MAX_CHARS = 4000
 CHARS_PER_TOKEN = 4  # for messages stored without a token count
 SYSTEM_TEMPLATE = "overflow_summary_system.md.j2"
+REPLACEABLE_FACTS = 30  # current facts the summarizer is shown, that a new fact may replace
 
 
 class SummaryFailed(TallyError):
@@ -50,7 +52,7 @@ class SummaryOutput:
 
     @property
     def memory_text(self) -> str:
-        return "; ".join(self.facts)
+        return FACT_SEPARATOR.join(self.facts)
 
 
 def parse_output(text: str) -> tuple[tuple[str, ...], str]:
@@ -141,8 +143,11 @@ class Summarizer:
                 memory_from_id=memory_from_id,
                 previous_summary=summary,
                 language=language,
+                # What the user took back later in the range is not to be kept.
                 keep=extract_identifiers(
-                    m.content for m in part if m.role == "user" and m.id >= memory_from_id
+                    without_overridden(
+                        [m.content for m in part if m.role == "user" and m.id >= memory_from_id]
+                    )
                 ),
                 replaceable=replaceable,
             )
@@ -203,6 +208,8 @@ class Summarizer:
         """One attempt: the model's facts (from messages with id >= `memory_from_id`) and its
         updated summary. `keep` are identifiers to copy; `missing` those a try dropped;
         `replaceable` the current lines a fact may replace, shown labelled L1, L2, …"""
+        said = " ".join(m.content for m in messages if m.role == "user" and m.id >= memory_from_id)
+        shown = current_facts(replaceable, limit=REPLACEABLE_FACTS, query=said)
         prompt = self._prompts.render(
             summary_template(language),
             messages=[
@@ -214,7 +221,7 @@ class Summarizer:
             missing=list(missing),
             has_memory_part=any(m.id >= memory_from_id for m in messages),
             replaceable=[
-                {"label": f"L{n}", "content": e.content} for n, e in enumerate(replaceable, 1)
+                {"label": f"L{n}", "content": fact.text} for n, fact in enumerate(shown, 1)
             ],
         )
         request = ChatRequest(
@@ -225,16 +232,16 @@ class Summarizer:
         )
         text, usage = await _complete(model.provider, request)
         facts, summary = parse_output(text)
-        facts, supersedes = replaced_lines(facts, replaceable)
+        facts, supersedes = replaced_facts(facts, shown)
         summary = summary[:SUMMARY_MAX_CHARS] or previous_summary
         return SummaryOutput(facts, summary, usage, supersedes)
 
 
-def replaced_lines(
-    facts: Sequence[str], replaceable: Sequence[MemoryEntry]
+def replaced_facts(
+    facts: Sequence[str], shown: Sequence[FactRef]
 ) -> tuple[tuple[str, ...], tuple[str, ...]]:
-    """(the facts without their `(replaces L…)` marks, the ids of the entries they replace);
-    a label that names no line shown is ignored."""
+    """(the facts without their `(replaces L…)` marks, the refs of the facts they replace);
+    a label that names no fact shown is ignored."""
     ids: dict[str, None] = {}
     plain = []
     for fact in facts:
@@ -243,8 +250,8 @@ def replaced_lines(
             plain.append(fact)
             continue
         for label in re.findall(r"\d+", match[1]):
-            if 1 <= int(label) <= len(replaceable):
-                ids.setdefault(replaceable[int(label) - 1].id, None)
+            if 1 <= int(label) <= len(shown):
+                ids.setdefault(shown[int(label) - 1].ref, None)
         plain.append(match[2].strip())
     return tuple(plain), tuple(ids)
 

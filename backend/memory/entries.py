@@ -9,13 +9,15 @@ One entry a line, `YYYY-MM-DD|source|content`. The invariants every store relies
   and rendered back in place; a line that does not parse is reported, never dropped.
 - A summarizer entry carries its provenance in the source, `kind@<session_id>:<first>-<last>`,
   and `parse_document(render(...))` gives the same provenance back.
-- An entry that replaces earlier ones (a fact that changed) names them at the end of its
-  source, `…>id,id`; those stay in the file, unchanged (so every id stays stable), but only
-  the current entries reach the model (`MemoryDocument.current_entries`).
+- An entry that replaces earlier facts (a fact that changed) names them at the end of its
+  source, `…>id,id.2`: a whole entry, or the n-th of its facts (facts are joined by `; `).
+  Those stay in the file, unchanged (so every id stays stable), but only what is current
+  reaches the model (`MemoryDocument.current_entries`, `MemoryEntry.current_content`).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import hashlib
 import re
@@ -35,8 +37,10 @@ _PROVENANCE = re.compile(
     r"(?P<kind>[^@]+)@(?P<session>[A-Za-z0-9_-]{1,36}):(?P<first>\d{1,18})-(?P<last>\d{1,18})"
 )
 _SESSION_ID = re.compile(r"[A-Za-z0-9_-]{1,36}")
-_SUPERSEDES = re.compile(r"(?P<rest>.*)>(?P<ids>[0-9a-z-]{1,20}(?:,[0-9a-z-]{1,20}){0,4})")
-MAX_SUPERSEDED = 5  # ids one entry can replace: the source field has 200 characters
+_REF = r"[0-9a-z-]{1,20}(?:\.\d{1,3})?"  # an entry id, or `id.n`: its n-th fact
+_SUPERSEDES = re.compile(rf"(?P<rest>.*)>(?P<ids>{_REF}(?:,{_REF}){{0,4}})")
+MAX_SUPERSEDED = 5  # what one entry can replace: the source field has 200 characters
+FACT_SEPARATOR = "; "  # how a summarizer's line joins its facts
 _WORDS = re.compile(r"\w+")
 _CJK_RUNS = re.compile(
     r"([\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff\U00020000-\U0002ffff]+)"
@@ -104,12 +108,26 @@ def split_source(source: str) -> tuple[str, Provenance | None]:
 
 @dataclass(frozen=True)
 class MemoryEntry:
-    """One stored fact. `id` is opaque and stable; `source` is the whole field, provenance too."""
+    """One stored fact. `id` is opaque and stable; `source` is the whole field, provenance too.
+    `hidden_facts` are the 1-based numbers of its facts later entries replaced."""
 
     id: str
     date: dt.date
     source: str
     content: str
+    hidden_facts: frozenset[int] = frozenset()
+
+    @property
+    def facts(self) -> list[str]:
+        return self.content.split(FACT_SEPARATOR)
+
+    @property
+    def current_content(self) -> str:
+        """What of it is still true: its facts no later entry replaced."""
+        if not self.hidden_facts:
+            return self.content
+        facts = self.facts
+        return FACT_SEPARATOR.join(f for n, f in enumerate(facts, 1) if n not in self.hidden_facts)
 
     @cached_property
     def provenance(self) -> Provenance | None:
@@ -165,6 +183,34 @@ class EntryFields:
         return format_line(self.date, self.source, self.content)
 
 
+@dataclass(frozen=True)
+class FactRef:
+    """One current fact of an entry, and how a new entry names it to replace it: the entry's
+    id when it is its only fact, else `id.n`."""
+
+    ref: str
+    text: str
+
+
+def current_facts(
+    entries: Iterable[MemoryEntry], *, limit: int, query: str | None = None
+) -> list[FactRef]:
+    """The facts of `entries` no later entry replaced, at most `limit`: in order, or with a
+    `query` those sharing most of its terms first (and none that shares no term)."""
+    found: list[FactRef] = []
+    for entry in entries:
+        facts = entry.facts
+        for number, text in enumerate(facts, 1):
+            if number not in entry.hidden_facts:
+                found.append(FactRef(entry.id if len(facts) == 1 else f"{entry.id}.{number}", text))
+    if query is None:
+        return found[:limit]
+    terms = search_terms(query)
+    scored = [(sum(t in fact.text.casefold() for t in terms), fact) for fact in found]
+    scored.sort(key=lambda item: -item[0])  # stable: equal scores keep their order
+    return [fact for score, fact in scored if score][:limit]
+
+
 def prepare_entry(entry: NewEntry, *, today: dt.date) -> EntryFields:
     """Neutralise and check a new entry. `@` and `>` are reserved for provenance and replaced
     entries, so a kind cannot fake either: they become `＠` and `＞`. Raises InvalidInput for
@@ -210,9 +256,26 @@ class MemoryDocument:
 
     @cached_property
     def current_entries(self) -> tuple[MemoryEntry, ...]:
-        """The entries no other entry replaces: what the model is told."""
-        replaced = {entry_id for entry in self.entries for entry_id in entry.supersedes}
-        return tuple(entry for entry in self.entries if entry.id not in replaced)
+        """The entries, less what later ones replaced (a whole entry goes; replaced facts are
+        its `hidden_facts`): what the model is told."""
+        whole: set[str] = set()
+        facts: dict[str, set[int]] = {}
+        for entry in self.entries:
+            for ref in entry.supersedes:
+                entry_id, _, number = ref.partition(".")
+                if number:
+                    facts.setdefault(entry_id, set()).add(int(number))
+                else:
+                    whole.add(entry_id)
+        current = []
+        for entry in self.entries:
+            hidden = frozenset(facts.get(entry.id, ()))
+            if entry.id in whole or len(hidden & set(range(1, len(entry.facts) + 1))) == len(
+                entry.facts
+            ):
+                continue
+            current.append(dataclasses.replace(entry, hidden_facts=hidden) if hidden else entry)
+        return tuple(current)
 
     @cached_property
     def invalid_lines(self) -> tuple[tuple[int, str], ...]:
@@ -352,7 +415,7 @@ def rank_entries(entries: Sequence[MemoryEntry], query: str, limit: int) -> list
     terms = search_terms(query)
     scored = []
     for position, entry in enumerate(entries):
-        content = entry.content.casefold()
+        content = entry.current_content.casefold()
         matches = sum(1 for term in terms if term in content)
         if matches:
             scored.append((matches, entry.date, position, entry))

@@ -85,26 +85,28 @@ async def test_small_talk_leaves_nothing_to_record() -> None:
     assert output.facts == () and output.memory_text == ""
 
 
-async def test_a_fact_that_changed_replaces_its_line_and_keeps_the_rest_of_it() -> None:
+async def test_a_fact_that_changed_replaces_that_fact_of_its_line() -> None:
     demo = summarizer()
     old = MemoryEntry(
         "a1b2c3d4e5f6",
         datetime.now(UTC).date(),
         "auto-summary@s1:1-2",
-        "The user said: “My phone number is 555-0100.”; The user said: “My name is Ada.”",
+        "The user said: “My name is Ada.”; The user said: “My phone number is 555-0100.”",
     )
     unrelated = MemoryEntry("0a0b0c0d0e0f", datetime.now(UTC).date(), "manual", "Likes tea")
     output = await demo.summarize(
         demo.model_for(0, retries_per_model=3),
         messages=[
-            message(7, "user", "My phone number is now 555-0199."),
+            message(5, "user", "My phone number is 555-0150."),  # taken back at once
+            message(6, "assistant", "Ok."),
+            message(7, "user", "Correction: my phone number is actually 555-0199."),
             message(8, "assistant", "Ok."),
         ],
-        memory_from_id=7,
+        memory_from_id=5,
         previous_summary="",
         language="en",
         replaceable=[unrelated, old],
     )
-    assert output.supersedes == ("a1b2c3d4e5f6",)
-    assert "555-0199" in output.memory_text and "555-0100" not in output.memory_text
-    assert "My name is Ada." in output.memory_text  # the rest of the replaced line still holds
+    assert output.supersedes == ("a1b2c3d4e5f6.2",)  # its second fact; the name still holds
+    assert "555-0199" in output.memory_text
+    assert "555-0150" not in output.memory_text and "555-0100" not in output.memory_text

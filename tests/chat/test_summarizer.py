@@ -135,16 +135,18 @@ async def test_the_summarizers_instructions_come_from_the_prompts_folder(tmp_pat
     assert systems[1] == shipped.split("-#}", 1)[1].strip()
 
 
-async def test_the_summarizer_is_shown_current_lines_and_a_fact_can_replace_them() -> None:
+async def test_the_summarizer_is_shown_current_facts_and_a_fact_can_replace_them() -> None:
     model = ScriptedProvider()
     model.push(
-        "## Memory\n- (replaces L2) The user's phone number is 555-0199\n"
-        "- (replaces L9) a label no line has\n## Summary\nA new number."
+        "## Memory\n- (replaces L1) The user's phone number is 555-0199\n"
+        "- (replaces L9) a label no fact has\n## Summary\nA new number."
     )
     s = summarizer(model)
     current = [
         MemoryEntry("e1", dt.date(2026, 1, 1), "manual", "The user likes tea"),
-        MemoryEntry("e2", dt.date(2026, 1, 1), "manual", "The user's phone number is 555-0100"),
+        MemoryEntry(
+            "e2", dt.date(2026, 1, 1), "manual", "The user is Ada; Ada's phone number is 555-0100"
+        ),
     ]
     output = await s.summarize(
         s.model_for(0, retries_per_model=3),
@@ -155,7 +157,7 @@ async def test_the_summarizer_is_shown_current_lines_and_a_fact_can_replace_them
         replaceable=current,
     )
     prompt = model.requests[0].messages[0].content
-    assert "[L1] The user likes tea" in prompt
-    assert "[L2] The user's phone number is 555-0100" in prompt
-    assert output.supersedes == ("e2",)
-    assert output.facts == ("The user's phone number is 555-0199", "a label no line has")
+    assert "[L1] Ada's phone number is 555-0100" in prompt  # the facts about what it says
+    assert "likes tea" not in prompt  # a fact that shares no word with the turns
+    assert output.supersedes == ("e2.2",)  # that fact of its line, not the line
+    assert output.facts == ("The user's phone number is 555-0199", "a label no fact has")

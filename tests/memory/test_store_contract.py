@@ -405,3 +405,24 @@ async def test_a_source_cannot_fake_replacing_an_entry(store: MemoryStore) -> No
     )
     searched = await store.search(tenant_id="acme", scope_key="", query="kept", limit=10)
     assert forged.supersedes == () and [e.id for e in searched] == [kept.id]
+
+
+async def test_an_entry_can_replace_one_fact_of_another(store: MemoryStore) -> None:
+    two = "The user is called Ada; The user's phone number is 555-0100"
+    (old,) = await store.append(tenant_id="acme", scope_key="", entries=[fact(two)])
+    await store.append(
+        tenant_id="acme",
+        scope_key="",
+        entries=[
+            NewEntry(
+                "manual", "The user's phone number is 555-0199", DAY, supersedes=(f"{old.id}.2",)
+            )
+        ],
+    )
+    searched = await store.search(tenant_id="acme", scope_key="", query="phone Ada", limit=10)
+    recent = await store.recent(tenant_id="acme", scope_key="", limit=10)
+    assert sorted(e.current_content for e in searched) == [
+        "The user is called Ada",
+        "The user's phone number is 555-0199",
+    ]
+    assert (recent[0].id, recent[0].content) == (old.id, two)  # kept whole

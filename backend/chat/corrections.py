@@ -1,0 +1,60 @@
+"""Corrections a user makes in so many words ("my phone number is now …", "correction: my
+email is …"): what changed, and which earlier sentences of theirs it overrides. The demo
+summarizer replaces by these rules; the fidelity gate uses them so that it never asks to keep
+an identifier the user took back. English phrasing only; a model summarizer needs none of it."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+
+_THING = r"my ((?:[\w'-]+ ){0,3}?[\w'-]+)"
+_CHANGED = (
+    re.compile(
+        rf"\b{_THING} (?:is now|is actually|(?:has )?changed(?: to)?|(?:has )?moved to"
+        r"|is no longer)\b",
+        re.I,
+    ),
+    re.compile(rf"\b(?:correction|update|these days|actually)\b[:,]?\s+{_THING} is\b", re.I),
+)
+# A sentence ends at . ! ? followed by a space or the end: "a@example.org" is one word.
+SENTENCE = re.compile(r"(?:[^.!?。！？\n]|[.!?](?=[^\s.!?]))+[.!?。！？]*")
+
+
+def changed_things(texts: Sequence[str]) -> list[str]:
+    """What the user said changed: `phone number` of "my phone number is now …"."""
+    return [
+        match[1].casefold()
+        for text in texts
+        for pattern in _CHANGED
+        for match in pattern.finditer(text)
+    ]
+
+
+def mentions_changed(texts: Sequence[str], fact: str) -> bool:
+    """Whether `fact` is about something `texts` say changed."""
+    folded = fact.casefold()
+    return any(f"my {thing}" in folded for thing in changed_things(texts))
+
+
+def overridden_sentences(texts: Sequence[str]) -> set[str]:
+    """Sentences of `texts` (in order) about something a later sentence says changed."""
+    sentences = [" ".join(s.split()) for text in texts for s in SENTENCE.findall(text)]
+    overridden = set()
+    for index, sentence in enumerate(sentences):
+        later = sentences[index + 1 :]
+        things = changed_things(later)
+        if any(f"my {thing}" in sentence.casefold() for thing in things):
+            overridden.add(sentence)
+    return overridden
+
+
+def without_overridden(texts: Sequence[str]) -> list[str]:
+    """`texts` without the sentences a later one overrides (everything else as it was)."""
+    overridden = overridden_sentences(texts)
+    kept = []
+    for text in texts:
+        for sentence in overridden:
+            text = text.replace(sentence, " ")
+        kept.append(text)
+    return kept
