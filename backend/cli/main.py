@@ -1,4 +1,4 @@
-"""`tally serve | chat | migrate | doctor | memory | tenants | keys | bench | init`."""
+"""`tally serve | chat | migrate | doctor | memory | tenants | keys | bench | eval | init`."""
 
 from __future__ import annotations
 
@@ -90,11 +90,38 @@ def _parser() -> argparse.ArgumentParser:
         help="measure 1 to N workers on the config's PostgreSQL and Redis instead",
     )
     bench.set_defaults(command=_bench)
+    evaluate = commands.add_parser(
+        "eval",
+        help="measure what the memory recalls of a scripted conversation",
+        usage="tally eval memory [--window N] [--facts N] [--summarizer configured|builtin]"
+        " [--config PATH]",
+    )
+    evaluate.add_argument("suite", choices=["memory"], metavar="memory")
+    evaluate.add_argument(
+        "--window",
+        type=_window,
+        metavar="N",
+        help="messages in the window (default: persona.max_history_messages; -1: unlimited)",
+    )
+    evaluate.add_argument(
+        "--facts",
+        type=_positive,
+        default=200,
+        metavar="N",
+        help="facts told in the conversation (200)",
+    )
+    evaluate.add_argument(
+        "--summarizer",
+        choices=["configured", "builtin"],
+        help="the config's summarizer model, or the built-in rule-based one (default: the"
+        " configured one when its key is set)",
+    )
+    evaluate.set_defaults(command=_eval)
     init = commands.add_parser("init", help="write a commented config.yaml and prompts/")
     init.add_argument("directory", nargs="?", type=Path, default=Path("."), metavar="DIR")
     init.add_argument("--force", action="store_true", help="overwrite files that exist")
     init.set_defaults(command=_init)
-    for sub in (serve, chat, migrate, doctor, memory, tenants, keys, bench):
+    for sub in (serve, chat, migrate, doctor, memory, tenants, keys, bench, evaluate):
         sub.add_argument("--config", type=Path, default=argparse.SUPPRESS)
     return parser
 
@@ -185,6 +212,35 @@ def _bench(args: argparse.Namespace) -> int:
     from backend.bench.benchmark import run_benchmark
 
     return run_benchmark(_settings(args), is_quick=args.quick, workers=args.workers)
+
+
+def _eval(args: argparse.Namespace) -> int:
+    from backend.evals.memory_eval import run_memory_eval
+
+    return run_memory_eval(
+        _settings(args), window=args.window, facts=args.facts, summarizer=args.summarizer
+    )
+
+
+def _positive(text: str) -> int:
+    number = _integer(text)
+    if number < 1:
+        raise argparse.ArgumentTypeError(f"must be 1 or more: {text}")
+    return number
+
+
+def _window(text: str) -> int:
+    number = _integer(text)
+    if number < 1 and number != -1:
+        raise argparse.ArgumentTypeError(f"a number of messages, or -1 for unlimited: {text}")
+    return number
+
+
+def _integer(text: str) -> int:
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number: {text}") from None
 
 
 def _init(args: argparse.Namespace) -> int:

@@ -1,0 +1,1 @@
+"""`tally eval`: regression harnesses users can run against the real pipeline (memory)."""
