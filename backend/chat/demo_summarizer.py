@@ -17,7 +17,8 @@ from backend.chat.corrections import SENTENCE, mentions_changed, overridden_sent
 from backend.chat.prompts import PromptRenderer
 from backend.chat.summarizer import REPLACEABLE_FACTS, Summarizer, SummaryModel, SummaryOutput
 from backend.domain.messages import StoredMessage, Usage
-from backend.memory.entries import MAX_SUPERSEDED, MemoryEntry, current_facts
+from backend.memory.entries import MAX_SUPERSEDED, MemoryEntry
+from backend.memory.relevance import current_facts
 from backend.providers.base import ChatProvider
 from backend.providers.canned_text import quote
 

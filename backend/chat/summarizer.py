@@ -25,7 +25,8 @@ from backend.domain.events import TextDelta, UsageReported
 from backend.domain.messages import StoredMessage, Usage
 from backend.domain.requests import ChatRequest, RequestMessage
 from backend.errors import ProviderError, TallyError
-from backend.memory.entries import FACT_SEPARATOR, FactRef, MemoryEntry, current_facts
+from backend.memory.entries import FACT_SEPARATOR, MemoryEntry
+from backend.memory.relevance import FactRef, current_facts
 from backend.providers.base import ChatProvider
 
 NOTHING_TO_RECORD = re.compile(r"^\W*(nothing to record|无需记录)\W*$", re.IGNORECASE)

@@ -38,13 +38,13 @@ from backend.memory.entries import (
     normalise_replacement,
     parse_document,
     prepare_entry,
-    rank_entries,
     split_source,
     split_supersedes,
     standard_header,
     utc_today,
     with_header,
 )
+from backend.memory.relevance import rank_entries
 from backend.storage.database import Database
 from backend.storage.locks import lock_in
 from backend.storage.tables import memory_entries

@@ -1,4 +1,5 @@
-"""The MEMORY.md line format: neutralising, formatting, parsing, rendering, ranking. No I/O.
+"""The MEMORY.md line format: neutralising, formatting, parsing, rendering. No I/O; what
+matters to a query is in `relevance.py`.
 
 One entry a line, `YYYY-MM-DD|source|content`. The invariants every store relies on:
 
@@ -41,10 +42,6 @@ _REF = r"[0-9a-z-]{1,20}(?:\.\d{1,3})?"  # an entry id, or `id.n`: its n-th fact
 _SUPERSEDES = re.compile(rf"(?P<rest>.*)>(?P<ids>{_REF}(?:,{_REF}){{0,4}})")
 MAX_SUPERSEDED = 5  # what one entry can replace: the source field has 200 characters
 FACT_SEPARATOR = "; "  # how a summarizer's line joins its facts
-_WORDS = re.compile(r"\w+")
-_CJK_RUNS = re.compile(
-    r"([\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff\U00020000-\U0002ffff]+)"
-)
 
 
 def neutralise(text: str) -> str:
@@ -181,34 +178,6 @@ class EntryFields:
     @property
     def line(self) -> str:
         return format_line(self.date, self.source, self.content)
-
-
-@dataclass(frozen=True)
-class FactRef:
-    """One current fact of an entry, and how a new entry names it to replace it: the entry's
-    id when it is its only fact, else `id.n`."""
-
-    ref: str
-    text: str
-
-
-def current_facts(
-    entries: Iterable[MemoryEntry], *, limit: int, query: str | None = None
-) -> list[FactRef]:
-    """The facts of `entries` no later entry replaced, at most `limit`: in order, or with a
-    `query` those sharing most of its terms first (and none that shares no term)."""
-    found: list[FactRef] = []
-    for entry in entries:
-        facts = entry.facts
-        for number, text in enumerate(facts, 1):
-            if number not in entry.hidden_facts:
-                found.append(FactRef(entry.id if len(facts) == 1 else f"{entry.id}.{number}", text))
-    if query is None:
-        return found[:limit]
-    terms = search_terms(query)
-    scored = [(sum(t in fact.text.casefold() for t in terms), fact) for fact in found]
-    scored.sort(key=lambda item: -item[0])  # stable: equal scores keep their order
-    return [fact for score, fact in scored if score][:limit]
 
 
 def prepare_entry(entry: NewEntry, *, today: dt.date) -> EntryFields:
@@ -394,30 +363,3 @@ def normalise_replacement(content: str, header: Sequence[str]) -> str:
         for line in parse_document(content).lines
     ]
     return render_lines(line.text for line in with_header(lines, header))
-
-
-def search_terms(query: str) -> list[str]:
-    """Case-folded words of `query`; runs of CJK characters become overlapping bigrams, since
-    Chinese and Japanese put no spaces between words."""
-    terms: list[str] = []
-    for word in _WORDS.findall(query.casefold()):
-        for part in _CJK_RUNS.split(word):
-            if _CJK_RUNS.fullmatch(part) and len(part) > 1:
-                terms.extend(part[i : i + 2] for i in range(len(part) - 1))
-            elif part:
-                terms.append(part)
-    return list(dict.fromkeys(terms))
-
-
-def rank_entries(entries: Sequence[MemoryEntry], query: str, limit: int) -> list[MemoryEntry]:
-    """Entries whose content contains any term of `query` (case-insensitive, substring),
-    best first: more matching terms, then newer date, then later in the document."""
-    terms = search_terms(query)
-    scored = []
-    for position, entry in enumerate(entries):
-        content = entry.current_content.casefold()
-        matches = sum(1 for term in terms if term in content)
-        if matches:
-            scored.append((matches, entry.date, position, entry))
-    scored.sort(key=lambda item: item[:3], reverse=True)
-    return [entry for *_, entry in scored[:limit]]

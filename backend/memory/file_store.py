@@ -44,11 +44,11 @@ from backend.memory.entries import (
     normalise_replacement,
     parse_document,
     prepare_entry,
-    rank_entries,
     render_lines,
     standard_header,
     utc_today,
 )
+from backend.memory.relevance import rank_entries
 
 T = TypeVar("T")
 # What a change to a document decides: the new document to write (None: write nothing), and

@@ -18,12 +18,11 @@ from backend.memory.entries import (
     normalise_replacement,
     parse_document,
     prepare_entry,
-    rank_entries,
     render_document,
-    search_terms,
     split_source,
     standard_header,
 )
+from backend.memory.relevance import rank_entries, search_terms
 
 ROOT = Path(__file__).resolve().parents[2]
 DAY = dt.date(2024, 5, 17)
