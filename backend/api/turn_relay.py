@@ -199,8 +199,9 @@ class TurnRelays:
         marked_at = -float("inf")
         while True:
             for entry in entries:
-                yield entry.chunk.encode()
-                after = entry.seq
+                if entry.seq > after:  # the final entry comes again to a reader past it
+                    yield entry.chunk.encode()
+                    after = entry.seq
                 if entry.is_final:
                     return
             if time.monotonic() - marked_at >= self._resume_s / 3:

@@ -40,7 +40,8 @@ class TurnJournal(Protocol):
     async def read(
         self, tenant_id: str, turn_id: str, *, after: int, wait_s: float
     ) -> list[JournalEntry] | None:
-        """The entries after `after`, waiting up to `wait_s` for one; None when no process
+        """The entries after `after`, waiting up to `wait_s` for one (with none newer: the
+        final entry again, if the turn has ended, so a reader knows); None when no process
         journals the turn (unknown, another tenant's, or ended long ago)."""
 
     async def mark_watched(self, tenant_id: str, turn_id: str, *, for_s: float) -> None:

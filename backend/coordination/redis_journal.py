@@ -48,15 +48,22 @@ class RedisTurnJournal:
             answer = await self._redis.xread(
                 {key: f"0-{after}"}, count=READ_BATCH, block=block_ms or None
             )
-            if not answer:
-                return [] if await self._redis.exists(key) else None
+            if not answer:  # nothing newer: the last entry says whether more will come
+                last = await self._redis.xrevrange(key, count=1)
+                if not last:
+                    return None
+                return [e for e in self._entries(last) if e.is_final]
         except RedisError as exc:
             raise CoordinationUnavailable(f"Redis cannot read the turn's events: {exc}") from exc
         # RESP2 with decode_responses: [[key, [(id, {field: value}), ...]]]
         _, rows = cast(Rows, answer)[0]
+        return self._entries(rows)
+
+    @staticmethod
+    def _entries(rows: object) -> list[JournalEntry]:
         return [
             JournalEntry(int(row_id.split("-")[1]), fields["c"], fields["f"] == "1")
-            for row_id, fields in rows
+            for row_id, fields in cast(list[tuple[str, dict[str, str]]], rows)
         ]
 
     async def mark_watched(self, tenant_id: str, turn_id: str, *, for_s: float) -> None:

@@ -125,6 +125,9 @@ class Tally:
 # The turn of each page's last reply when a message was last sent from it: the reply to that
 # message is the first with another turn.
 _LAST_TURN_BEFORE_SEND: weakref.WeakKeyDictionary[Page, str] = weakref.WeakKeyDictionary()
+# The text each page sent last: its reply is the assistant message after that user message, even
+# while the page redraws the thread (after a compaction) and its replies come and go.
+_LAST_SENT: weakref.WeakKeyDictionary[Page, str] = weakref.WeakKeyDictionary()
 
 
 async def send(page: Page, text: str) -> None:
@@ -134,6 +137,7 @@ async def send(page: Page, text: str) -> None:
         _LAST_TURN_BEFORE_SEND[page] = await replies.last.get_attribute("data-turn-id") or ""
     else:
         _LAST_TURN_BEFORE_SEND.pop(page, None)
+    _LAST_SENT[page] = text
     box = page.get_by_test_id("input")
     await box.fill(text)
     await box.press("Enter")
@@ -145,7 +149,12 @@ def last_reply(page: Page) -> Locator:
 
 async def wait_for_reply(page: Page, status: str = "complete") -> None:
     """Until the reply to the message sent last is shown with `status` (the previous reply,
-    still last until the new one appears, does not count)."""
+    still last until the new one appears, does not count), and is the last reply."""
+    sent = _LAST_SENT.get(page)
+    if sent is not None:
+        asked = page.get_by_test_id("user-message").filter(has_text=sent).last
+        reply = asked.locator("xpath=following-sibling::*[@data-testid='assistant-message'][1]")
+        await expect(reply).to_have_attribute("data-status", status, timeout=TIMEOUT_MS)
     previous = _LAST_TURN_BEFORE_SEND.get(page)
     if previous:
         await expect(last_reply(page)).not_to_have_attribute(

@@ -5,6 +5,7 @@ it runs, and a reconnect elsewhere is a clear 503."""
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 
 from backend.coordination.journal import JournalEntry
@@ -60,3 +61,20 @@ async def test_without_redis_a_stream_runs_and_a_reconnect_elsewhere_is_a_503(
     assert events[-1][0] == "turn.completed"
     assert elsewhere.status_code == 503 and "Retry-After" in elsewhere.headers
     assert elsewhere.json()["error"]["code"] == "coordination_unavailable"
+
+
+async def test_a_reconnect_past_the_last_event_elsewhere_ends_at_once(
+    postgres: str, redis_url: str, redis_prefix: str, tmp_path: Path
+) -> None:
+    coordination = {"redis_url": redis_url, "key_prefix": redis_prefix}
+    async with two_processes(postgres, tmp_path, coordination) as (a, b):
+        events = await stream_turn(a, {"message": "hi"})
+        turn_id = events[0][1]["turn_id"]
+        for _ in range(600):  # the owner copies its events to Redis in the background
+            copied = await b.get(f"/api/chat/turns/{turn_id}/events")
+            if copied.status_code == 200:  # then it streams until the final event
+                break
+            await asyncio.sleep(0.05)
+        past_the_end = await resume(b, turn_id, len(events))
+    assert copied.text.count("\nevent: ") == len(events)  # each after its id: line
+    assert past_the_end == []  # nothing more will come: not a wait for a turn that ended

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import signal
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import Any
@@ -102,8 +102,10 @@ async def test_three_processes_serialize_turns_cancel_anywhere_and_finish_a_dead
                 assert (user.role, reply.role) == ("user", "assistant")
                 assert reply.content == f"ok: {user.content}"
 
-            # A cancel sent to another process stops the turn: the model is still thinking.
+            # A cancel sent to another process stops the turn: the model is still thinking
+            # (it was asked: the cancel does not land before the call, leaving the step queued).
             upstream.push(Delay(60))
+            asked = len(upstream.requests)
             other = await new_session(a)
             body = {"session_id": other, "message": "think hard", "stream": True}
             events: list[tuple[str, dict[str, Any]]] = []
@@ -111,6 +113,7 @@ async def test_three_processes_serialize_turns_cancel_anywhere_and_finish_a_dead
                 async for name, data in read_events(response):
                     events.append((name, data))
                     if name == "turn.started":
+                        await until(lambda: len(upstream.requests) > asked, "the model call")
                         cancel = await b.post(f"/api/chat/sessions/{other}/cancel")
             assert cancel.json() == {"cancelled": True}
             assert events[-1][0] == "error" and events[-1][1]["code"] == "cancelled"
@@ -119,6 +122,7 @@ async def test_three_processes_serialize_turns_cancel_anywhere_and_finish_a_dead
             upstream.push(Text(LONG_REPLY, pause_s=0.02))
             body = {"session_id": await new_session(a), "message": "long please", "stream": True}
             seen = await cut_after(a, body, deltas=5)
+            assert [name for _, name, _ in seen].count("text.delta") == 5, seen
             streamed = seen + await resume(b, seen[0][2]["turn_id"], seen[-1][0])
             assert [event_id for event_id, _, _ in streamed] == list(range(1, len(streamed) + 1))
             assert text_of(streamed) == LONG_REPLY and streamed[-1][1] == "turn.completed"
@@ -144,6 +148,14 @@ async def test_three_processes_serialize_turns_cancel_anywhere_and_finish_a_dead
         finally:
             for client in clients:
                 await client.aclose()
+
+
+async def until(condition: Callable[[], bool], what: str) -> None:
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + RESUME_TIMEOUT_S
+    while not condition():
+        assert loop.time() < deadline, f"{what} did not happen"
+        await asyncio.sleep(0.01)
 
 
 async def wait_for_job_done(postgres: str, session_id: str) -> Any:
