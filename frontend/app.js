@@ -22,6 +22,7 @@ const state = {
   session: null,
   isDemo: false,
   turns: new Map(), // session id → the turn streaming in it
+  turnsStarted: 0, // every turn begun on this page: a redraw loaded before one is stale
   contexts: new Map(), // session id → {tokens, budget} of its last completed turn
 };
 
@@ -265,6 +266,7 @@ async function send(rawText, retryOf = null, images = []) {
   thread.append(turn.view.el);
   thread.scrollToBottom();
   state.turns.set(sessionId, turn);
+  state.turnsStarted += 1;
   updateComposer();
   await turn.run({
     // Stored: the box can let go of the text (if it is still this session's box).
@@ -304,9 +306,11 @@ async function afterTurn(sessionId) {
     if (state.sessionId !== sessionId) return;
     state.session = session;
     const isWindowMoved = before && session.window_start_id !== before.window_start_id;
-    if (isWindowMoved && !state.turns.has(sessionId)) {
-      await thread.show(session, { isDemo: state.isDemo });
-      offerLastTurnActions();
+    const started = state.turnsStarted;
+    const isBusy = () => state.turns.has(sessionId) || state.turnsStarted !== started;
+    if (isWindowMoved && !isBusy()) {
+      if (await thread.show(session, { isDemo: state.isDemo, isBusy })) offerLastTurnActions();
+      else thread.updateSession(session);
     } else thread.updateSession(session);
   } catch {
     // the next navigation reloads it

@@ -149,8 +149,12 @@ export class Thread {
     );
   }
 
-  /** Draw a session: its window, the summary, and a way to reach archived messages. */
-  async show(session, { isDemo }) {
+  /**
+   * Draw a session: its window, the summary, and a way to reach archived messages. With
+   * `isBusy`, a redraw is given up when it turns true while the messages load (a turn began:
+   * messages loaded before it would take its message and reply off the page).
+   */
+  async show(session, { isDemo, isBusy = () => false }) {
     this.session = session;
     this.options = { isDemo };
     const [page, tools] = await Promise.all([
@@ -158,6 +162,7 @@ export class Thread {
       api.toolConversations(session.id).catch(() => ({ tool_conversations: [] })),
     ]);
     if (this.session !== session) return false; // another session was opened meanwhile
+    if (isBusy()) return false;
     this.calls = tools.tool_conversations;
     this.oldestId = page.messages[0]?.id ?? null;
     this.earlier = h("div", { class: "earlier" });

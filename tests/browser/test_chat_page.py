@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import os
 import re
@@ -14,13 +15,14 @@ from pathlib import Path
 from zoneinfo import ZoneInfo
 
 import pytest
-from playwright.async_api import Browser, expect
+from playwright.async_api import Browser, Route, expect
 
 from backend.domain.messages import ToolCall
 from backend.errors import ProviderUnavailable
 from backend.providers.scripted import ScriptedProvider, ScriptedThinking, ScriptedToolCalls
 from tests.browser.harness import Tally, last_reply, running_tally, send, wait_for_reply
 from tests.conftest import ROOT
+from tests.fakes.summarizer import EchoSummarizer
 
 # The shared browser lives in the session's event loop (see harness.py).
 pytestmark = pytest.mark.asyncio(loop_scope="session")
@@ -469,3 +471,48 @@ async def test_a_reply_says_when_memory_is_degraded(browser: Browser, tmp_path: 
         await expect(notice).to_contain_text("could not be read")
         await expect(last_reply(page).locator(".md")).to_have_text("Hello!")
         await tally.screenshot(page, "memory-degraded")
+
+
+async def test_a_message_sent_while_the_thread_redraws_after_a_compaction_stays(
+    browser: Browser, tmp_path: Path
+) -> None:
+    provider = ScriptedProvider(replies=["Noted."])
+    async with running_tally(
+        browser,
+        tmp_path,
+        provider,
+        summarizer=EchoSummarizer(),
+        persona={"max_history_messages": 4},
+        memory={"path": str(tmp_path / "MEMORY.md"), "overflow_batch": 2},
+    ) as tally:
+        page = await tally.open_page()
+        for text in ("one", "two"):
+            await send(page, text)
+            await wait_for_reply(page)
+        held = asyncio.Event()
+        release = asyncio.Event()
+
+        async def hold_the_redraw(route: Route) -> None:
+            """The thread's messages as the server had them, handed over only later."""
+            response = await route.fetch()
+            held.set()
+            await release.wait()
+            await route.fulfill(response=response)
+
+        # A turn that moves the window makes the page reload the thread: held here.
+        await page.route("**/api/chat/sessions/*/messages*", hold_the_redraw)
+        await send(page, "three")
+        await wait_for_reply(page)
+        await tally.app.state.services.runtimes.wait_idle()  # the window moved on the server
+        if not held.is_set():  # the page looked before it moved: the next turn sees it
+            await send(page, "four")
+            await wait_for_reply(page)
+        await asyncio.wait_for(held.wait(), timeout=30)
+        await send(page, "five, sent while the thread reloads")
+        await wait_for_reply(page)
+        release.set()  # the older messages arrive after the new turn
+        await tally.app.state.services.runtimes.wait_idle()
+        await page.wait_for_load_state("networkidle")
+        await expect(page.get_by_test_id("user-message").last).to_contain_text("five, sent while")
+        await expect(last_reply(page)).to_have_attribute("data-status", "complete")
+        await expect(last_reply(page)).to_contain_text("Noted.")
