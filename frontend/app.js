@@ -301,17 +301,17 @@ async function afterTurn(sessionId) {
   try {
     await sessions.refresh();
     if (state.sessionId !== sessionId) return;
-    const before = state.session;
     const session = await api.getSession(sessionId);
     if (state.sessionId !== sessionId) return;
     state.session = session;
-    const isWindowMoved = before && session.window_start_id !== before.window_start_id;
+    // Against what the page shows: a redraw given up is tried again after the next turn.
+    const isWindowMoved = session.window_start_id !== thread.drawnWindowStart;
     const started = state.turnsStarted;
     const isBusy = () => state.turns.has(sessionId) || state.turnsStarted !== started;
-    if (isWindowMoved && !isBusy()) {
-      if (await thread.show(session, { isDemo: state.isDemo, isBusy })) offerLastTurnActions();
-      else thread.updateSession(session);
-    } else thread.updateSession(session);
+    const isRedrawn =
+      isWindowMoved && !isBusy() && (await thread.show(session, { isDemo: state.isDemo, isBusy }));
+    if (isRedrawn) offerLastTurnActions();
+    else thread.updateSession(session);
   } catch {
     // the next navigation reloads it
   }

@@ -100,6 +100,7 @@ export class Thread {
     this.inner = scroller.querySelector(".thread");
     this.session = null;
     this.summary = null;
+    this.drawnWindowStart = 0; // the window start of the messages drawn
     this.onSummaryState = onSummaryState;
   }
 
@@ -120,12 +121,14 @@ export class Thread {
   loading() {
     this.session = null;
     this.summary = null;
+    this.drawnWindowStart = 0;
     this.inner.replaceChildren(h("div", { class: "thread-loading", t: "loading" }));
   }
 
   empty(onSuggestion) {
     this.session = null;
     this.summary = null;
+    this.drawnWindowStart = 0; // a new chat: its window starts at its first message
     const suggestions = ["suggest1", "suggest2", "suggest3"].map((key) =>
       h(
         "button",
@@ -176,6 +179,7 @@ export class Thread {
       drawMessages(page.messages, this.calls, this.options),
     );
     this.inner.replaceChildren(this.earlier, this.archived, this.summary.el, this.window);
+    this.drawnWindowStart = session.window_start_id; // what the page shows, until redrawn
     await this.offerEarlier(page.has_more, session.window_start_id);
     this.scrollToBottom();
     return true;
