@@ -185,6 +185,21 @@ class OverflowJobRepository:
             tenant_id, job_id, leased_until=datetime.now(UTC) + timedelta(seconds=lease_s)
         )
 
+    async def _move(self, job: OverflowJob, from_status: str, **values: object) -> bool:
+        """Set `values` on the job if it is still at `from_status` (a stale copy changes
+        nothing); whether it was."""
+        async with self._db.write() as conn:
+            result = await conn.execute(
+                update(overflow_jobs)
+                .where(
+                    overflow_jobs.c.tenant_id == job.tenant_id,
+                    overflow_jobs.c.id == job.id,
+                    overflow_jobs.c.status == from_status,
+                )
+                .values(**values, updated_at=datetime.now(UTC))
+            )
+            return result.rowcount == 1
+
     async def release(self, *, tenant_id: str, job_id: int) -> None:
         """Free a job's lease, so the next attempt (here or elsewhere) can claim it at once."""
         await self._set(tenant_id, job_id, leased_until=None)
@@ -248,20 +263,9 @@ class OverflowJobRepository:
         )
 
     async def record_memory(self, job: OverflowJob, *, memory_entry_id: str | None) -> None:
-        async with self._db.write() as conn:
-            await conn.execute(
-                update(overflow_jobs)
-                .where(
-                    overflow_jobs.c.tenant_id == job.tenant_id,
-                    overflow_jobs.c.id == job.id,
-                    overflow_jobs.c.status == "summarized",
-                )
-                .values(
-                    status="memory_written",
-                    memory_entry_id=memory_entry_id,
-                    updated_at=datetime.now(UTC),
-                )
-            )
+        await self._move(
+            job, "summarized", status="memory_written", memory_entry_id=memory_entry_id
+        )
 
     async def abandon(self, job: OverflowJob, *, reason: str) -> None:
         await self._set(job.tenant_id, job.id, status="abandoned", last_error=reason)
@@ -331,27 +335,18 @@ class OverflowJobRepository:
         one line at every step (crashes included). Completing it again changes no window,
         watermark or summary: those only move forward, and the session moved on.
         False when the job is not done (another revert got there first)."""
-        async with self._db.write() as conn:
-            result = await conn.execute(
-                update(overflow_jobs)
-                .where(
-                    overflow_jobs.c.tenant_id == job.tenant_id,
-                    overflow_jobs.c.id == job.id,
-                    overflow_jobs.c.status == "done",
-                )
-                .values(
-                    status="pending",
-                    memory_line=None,
-                    memory_supersedes=None,
-                    memory_entry_id=replacing,
-                    attempts=0,
-                    next_attempt_at=None,
-                    leased_until=None,
-                    last_error=None,
-                    updated_at=datetime.now(UTC),
-                )
-            )
-            return result.rowcount == 1
+        return await self._move(
+            job,
+            "done",
+            status="pending",
+            memory_line=None,
+            memory_supersedes=None,
+            memory_entry_id=replacing,
+            attempts=0,
+            next_attempt_at=None,
+            leased_until=None,
+            last_error=None,
+        )
 
     async def revert(self, job: OverflowJob) -> bool:
         """Undo a completed overflow: its messages return to the window, the summary and the
