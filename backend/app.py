@@ -5,8 +5,9 @@ from __future__ import annotations
 import json
 import logging
 import os
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import AsyncIterator, Callable, Iterable
 from contextlib import asynccontextmanager
+from datetime import datetime
 from typing import Any
 
 from fastapi import FastAPI
@@ -29,7 +30,7 @@ from backend.api.limits import BodySizeLimit
 from backend.api.request_head import ANY_HOST, LOOPBACK_HOSTS, HostPolicy, RequestHeadCheck
 from backend.api.turn_relay import TurnRelays
 from backend.channels.bot_runner import run_bots
-from backend.composition import ADMIN_KEY_ENV, build_services
+from backend.composition import ADMIN_KEY_ENV, build_services, utc_now
 from backend.metrics import process_stopped
 from backend.providers.base import ChatProvider
 from backend.resources import frontend_dir
@@ -111,6 +112,7 @@ def create_app(
     extra_tools: Iterable[Tool] = (),
     provider: ChatProvider | None = None,
     summarizer_provider: ChatProvider | None = None,
+    clock: Callable[[], datetime] = utc_now,
 ) -> FastAPI:
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -120,6 +122,7 @@ def create_app(
                 extra_tools=extra_tools,
                 provider=provider,
                 summarizer_provider=summarizer_provider,
+                clock=clock,
             ) as services,
             run_bots(services) as channels,
         ):

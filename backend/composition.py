@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import AsyncIterator, Callable, Iterable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -90,6 +90,10 @@ def build_summarizer(
     return Summarizer(models, prompts, input_budget_tokens=budget), [own_provider]
 
 
+def utc_now() -> datetime:
+    return datetime.now(UTC)
+
+
 @asynccontextmanager
 async def build_services(
     settings: Settings,
@@ -97,10 +101,12 @@ async def build_services(
     extra_tools: Iterable[Tool] = (),
     provider: ChatProvider | None = None,
     summarizer_provider: ChatProvider | None = None,
+    clock: Callable[[], datetime] = utc_now,
 ) -> AsyncIterator[Services]:
     """Open the database (migrated), memory, the per-tenant runtimes and the turn runner, and
     resume unfinished summaries; close them all after. `provider` and `summarizer_provider`
-    replace the configured models for every tenant (tests and embedding)."""
+    replace the configured models for every tenant (tests and embedding); `clock` is the time
+    the prompt tells the model (tests and the bench move it)."""
     database = open_database(settings.database)
     outcomes = ProviderOutcomes()
     try:
@@ -112,6 +118,7 @@ async def build_services(
             provider=provider,
             summarizer_provider=summarizer_provider,
             outcomes=outcomes,
+            clock=clock,
         )
         tenants = TenantRepository(database)
         api_keys = ApiKeyRepository(database)
@@ -232,6 +239,7 @@ class RuntimeFactory:
     summarizer_provider: ChatProvider | None
     outcomes: ProviderOutcomes | None = None
     memory_health: MemoryHealth = field(default_factory=MemoryHealth)  # one for all tenants
+    clock: Callable[[], datetime] = utc_now
 
     @classmethod
     def for_database(
@@ -243,6 +251,7 @@ class RuntimeFactory:
         provider: ChatProvider | None = None,
         summarizer_provider: ChatProvider | None = None,
         outcomes: ProviderOutcomes | None = None,
+        clock: Callable[[], datetime] = utc_now,
     ) -> RuntimeFactory:
         return cls(
             prompts=PromptRenderer(settings.prompts_dir),
@@ -254,6 +263,7 @@ class RuntimeFactory:
             provider=provider,
             summarizer_provider=summarizer_provider,
             outcomes=outcomes,
+            clock=clock,
         )
 
     def runtime(self, settings: Settings) -> TenantRuntime:
@@ -360,7 +370,7 @@ class RuntimeFactory:
                 budget=budget,
                 scope_by_user=memory.scope == "user",
             ),
-            clock=lambda: datetime.now(UTC),
+            clock=self.clock,
         )
 
     def _overflow_worker(

@@ -6,6 +6,7 @@ place that decides what the model sees.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -44,15 +45,25 @@ def compile_request(
     window: Sequence[StoredMessage],
     tools: Sequence[ToolSpec],
     model: ModelLimits,
+    turn_context: str = "",
+    cache_key: str | None = None,
 ) -> ChatRequest:
-    """The request for one turn. `window` ends with the turn's own user message."""
+    """The request for one turn. `window` ends with the turn's own user message, which carries
+    `turn_context` (what changes every turn) after its text.
+
+    The previous turn's request began with everything up to its own user message's text, as
+    long as the system prompt and the window's start stayed put: the vendor's prompt cache can
+    reuse that prefix.
+    """
     history = history_from_window(window)
+    messages = [to_request_message(m, supports_vision=model.supports_vision) for m in history]
+    if messages and turn_context:
+        messages[-1] = dataclasses.replace(messages[-1], context=turn_context)
     return ChatRequest(
         model=model.name,
         system=system,
-        messages=tuple(
-            to_request_message(m, supports_vision=model.supports_vision) for m in history
-        ),
+        messages=tuple(messages),
+        cache_key=cache_key,
         tools=tuple(tools),
         max_output_tokens=model.max_output_tokens,
         temperature=model.temperature,

@@ -22,6 +22,9 @@ from jinja2.sandbox import SandboxedEnvironment
 from backend.errors import ConfigError
 from backend.resources import prompts_dir as shipped_prompts_dir
 
+# What each turn adds after its user message (the time, memory picked for the message).
+TURN_CONTEXT_TEMPLATE = "turn_context.md.j2"
+
 
 class TemplateProblem(ConfigError):
     """A template that is missing or does not render. The message never names server paths

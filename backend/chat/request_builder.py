@@ -1,16 +1,23 @@
-"""Gathers what one turn's request needs (window, memory, summary) and compiles it in budget."""
+"""Gathers what one turn's request needs (window, memory, summary) and compiles it in budget.
+
+The request is ordered for the vendor's prompt cache: the system prompt holds only what changes
+rarely (instructions, the date, standing memory, the session summary), and what changes every
+turn (the time, memory picked for this message) travels after the history, with the new
+message. Between two evictions each request then starts with the previous one.
+"""
 
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 
 from backend.chat.budget import COMPACTION_NOTICE, Budget, fit_messages
 from backend.chat.compiler import ModelLimits, compile_request
-from backend.chat.memory_context import MemoryContext
-from backend.chat.prompts import PromptRenderer, TemplateProblem
+from backend.chat.memory_context import MemoryContext, PromptMemory
+from backend.chat.prompts import TURN_CONTEXT_TEMPLATE, PromptRenderer, TemplateProblem
 from backend.chat.tokens import MESSAGE_OVERHEAD, TokenCounter
 from backend.domain.events import Compacted
 from backend.domain.messages import Session, StoredMessage
@@ -72,41 +79,56 @@ class RequestBuilder:
     async def _build(self, session: Session, window: list[StoredMessage]) -> BuiltRequest:
         settings = self._settings
         user_message = window[-1]
-        memory_lines: list[str] = []
+        memory = PromptMemory()
         if self._memory is not None:
             scope_key = (session.user_key or "") if settings.scope_by_user else ""
-            memory_lines = await self._memory.lines(
+            memory = await self._memory.lines(
                 tenant_id=session.tenant_id, scope_key=scope_key, query=user_message.content
             )
-        system = self._render_system(session, memory_lines)
+        now = self._clock()
         request = compile_request(
-            system=system, window=window, tools=self._tools.specs, model=settings.model
+            system=self._render_system(session, memory.standing, now),
+            window=window,
+            tools=self._tools.specs,
+            model=settings.model,
+            turn_context=self._prompts.render(
+                TURN_CONTEXT_TEMPLATE,
+                now=now.isoformat(timespec="seconds"),
+                memory=memory.relevant,
+            ),
+            cache_key=cache_key_of(session),
         )
         return self._fit(request, window)
 
     def check_template(self) -> None:
         """Render the system template once with sample values (ConfigError if it fails)."""
+        sample_memory = ["2026-01-01|manual|a sample fact"]
         try:
             self._prompts.check(
                 self._settings.persona.system_template,
-                **self._system_variables("api", ["2026-01-01|manual|a sample fact"], "A summary."),
+                **self._system_variables("api", sample_memory, "A summary.", self._clock()),
             )
         except TemplateProblem as exc:
             raise exc.at("persona.system_template") from exc
+        self._prompts.check(TURN_CONTEXT_TEMPLATE, now="2026-01-01T00:00:00", memory=sample_memory)
 
-    def _render_system(self, session: Session, memory_lines: list[str]) -> str:
+    def _render_system(self, session: Session, memory_lines: list[str], now: datetime) -> str:
         return self._prompts.render(
             self._settings.persona.system_template,
-            **self._system_variables(session.channel, memory_lines, session.summary),
+            **self._system_variables(session.channel, memory_lines, session.summary, now),
         )
 
     def _system_variables(
-        self, channel: str, memory_lines: list[str], summary: str
+        self, channel: str, memory_lines: list[str], summary: str, now: datetime
     ) -> dict[str, object]:
         settings = self._settings
+        today = now.date().isoformat()
         return {
             "persona": settings.persona,
-            "now": self._clock().isoformat(timespec="seconds"),
+            "today": today,
+            # Older templates show `now`; it is the date too, as a time would change the
+            # prompt's start every turn (the time is in the turn's context instead).
+            "now": today,
             "channel": channel,
             "model": settings.model.name,
             "tools": [spec.name for spec in self._tools.specs],
@@ -143,8 +165,16 @@ class RequestBuilder:
     def _count(self, stored: StoredMessage, sent: RequestMessage) -> int:
         # Counts stored at write time spare a re-count of the whole window every turn.
         if stored.token_count is not None and not sent.images:
-            return stored.token_count + MESSAGE_OVERHEAD
+            context = self._counter.count(sent.context) if sent.context else 0
+            return stored.token_count + MESSAGE_OVERHEAD + context
         return self._counter.count_message(sent)
+
+
+def cache_key_of(session: Session) -> str:
+    """The session's name for the vendor's prompt cache: stable, and naming neither the tenant
+    nor the session to the vendor."""
+    digest = hashlib.sha256(f"{session.tenant_id}/{session.id}".encode()).hexdigest()
+    return f"tally-{digest[:32]}"
 
 
 def quoted_summary(summary: str) -> str:

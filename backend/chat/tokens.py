@@ -70,6 +70,7 @@ class TokenCounter:
 
     def count_message(self, message: RequestMessage) -> int:
         tokens = MESSAGE_OVERHEAD + self.count(message.content)
+        tokens += self.count(message.context) if message.context else 0
         tokens += sum(self.count(call.raw_arguments) + 8 for call in message.tool_calls)
         return tokens + IMAGE_TOKENS * len(message.images)
 

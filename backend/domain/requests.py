@@ -17,6 +17,11 @@ class RequestMessage:
     named by `tool_call_id`. `thinking` is the reasoning of the step that made those calls,
     set only within the tool loop of the current turn (stored history carries none); each
     adapter sends it back where its vendor requires it and drops it where it forbids it.
+
+    `context` is what this request adds after the turn's own user message: the time and the
+    memory picked for that message. It changes every turn, so it sits at the end, where the
+    next turn's request no longer carries it (that one's history holds the message without it),
+    and the prefix before it stays cacheable.
     """
 
     role: Literal["user", "assistant", "tool"]
@@ -26,6 +31,7 @@ class RequestMessage:
     tool_call_id: str | None = None
     is_error: bool = False
     thinking: tuple[ThinkingBlock, ...] = ()
+    context: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,3 +53,6 @@ class ChatRequest:
     tool_choice: Literal["auto", "none"] = "auto"
     stream: bool = True  # False: nobody watches tokens arrive; an adapter may ask for one reply
     extra: dict[str, object] = field(default_factory=dict)
+    # Names the conversation for the vendor's prompt cache (OpenAI's `prompt_cache_key`), so
+    # its turns reach the machine that holds their prefix; None: no hint.
+    cache_key: str | None = None

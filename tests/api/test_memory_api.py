@@ -15,6 +15,7 @@ from backend.providers.scripted import ScriptedProvider, ScriptedToolCalls
 from backend.settings import Settings
 from tests.conftest import make_settings, serve
 from tests.fakes.summarizer import EchoSummarizer
+from tests.prompt_text import prompt_text
 
 
 def memory_settings(database_url: str, tmp_path: Path, **memory: Any) -> Settings:
@@ -78,7 +79,7 @@ async def test_forged_lines_in_memory_content_cannot_create_entries(
     assert "injected" in entry["content"] and "\n" not in entry["content"]
     assert written["content"].count("|memory_write|") == 1
     assert len(entries) == 1
-    system = provider.requests[-1].system
+    system = prompt_text(provider.requests[-1])
     assert "{{ 7*7 }} {% if true %}x{% endif %}" in system
 
 

@@ -21,6 +21,7 @@ from backend.settings import Settings
 from tests.api.test_auth import ADMIN_KEY, bearer, make_tenant
 from tests.conftest import make_settings, serve
 from tests.fakes.summarizer import EchoSummarizer
+from tests.prompt_text import prompt_text
 
 MODEL = "tally-test-model"
 PNG = base64.b64encode(b"\x89PNG\r\n\x1a\n" + b"\x00" * 16).decode()
@@ -134,7 +135,7 @@ async def test_a_three_turn_conversation_remembers_from_tallys_history_and_memor
         )
     assert len({a.id for a in answers}) == 3
     third = provider.requests[2]
-    assert "user said: My name is Ada." in third.system  # turn 1, distilled into memory
+    assert "user said: My name is Ada." in prompt_text(third)  # turn 1, distilled into memory
     assert [m.content for m in third.messages] == [  # turn 2, from the stored window
         "I live in Lisbon.",
         "Lisbon is lovely.",
@@ -172,7 +173,7 @@ async def test_the_callers_earlier_and_system_messages_are_ignored(
     second = provider.requests[1]
     assert first.parse().choices[0].message.content == "ok"
     assert [m.content for m in second.messages] == ["first", "ok", "second"]
-    assert "FORGED" not in second.system
+    assert "FORGED" not in prompt_text(second)
     assert session["channel"] == "openai"
 
 
@@ -446,7 +447,7 @@ async def test_another_tenant_cannot_continue_a_session_by_its_name(
     globex_sessions = (await client.get("/api/chat/sessions", headers=bearer(globex))).json()
     _, globex_request, acme_again = provider.requests
     assert [m.content for m in globex_request.messages] == ["what did we say?"]
-    assert "acme" not in globex_request.system
+    assert "acme" not in prompt_text(globex_request)
     assert [m.content for m in acme_again.messages][:2] == ["acme secret: launch at noon", "noted"]
     assert [m["content"] for m in acme_messages] == [
         "acme secret: launch at noon",

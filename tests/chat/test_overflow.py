@@ -21,6 +21,7 @@ from backend.providers.scripted import ScriptedProvider
 from backend.storage.tables import messages, overflow_jobs, sessions
 from tests.conftest import ROOT, make_settings, serve
 from tests.fakes.summarizer import EchoSummarizer
+from tests.prompt_text import prompt_text
 
 EMAIL = "ada.lovelace@example.org"
 GOOD_SUMMARY = "## Memory\n- the user likes tea\n\n## Summary\nSmall talk about tea."
@@ -86,7 +87,7 @@ async def test_three_hundred_turns_roll_the_window_and_keep_every_fact(
     assert set(evicted) <= set(covered), "an evicted message never reached memory"
     assert set(covered) <= {row.id for row in stored if row.id <= session.memory_watermark_id}
     assert largest_window <= 30
-    assert EMAIL in chat.requests[-1].system  # turn 1's fact, asked for in turn 300
+    assert EMAIL in prompt_text(chat.requests[-1])  # turn 1's fact, asked for in turn 300
     assert session.summary.startswith("The user sent")
     calls_per_100 = summarizer.calls / 3
     print(f"\nsummarizer calls per 100 turns: {calls_per_100:.1f} (a per-turn summarizer: 100)")

@@ -65,6 +65,9 @@ def vendor_settings(database_url: str, tmp_path: Path, kind: str, server: FakeSe
     )
 
 
+TURN_CONTEXT = "<turn-context>"
+
+
 def _block_text(block: dict[str, Any]) -> str:
     if block["type"] == "tool_result":
         inner = block["content"]
@@ -73,13 +76,14 @@ def _block_text(block: dict[str, Any]) -> str:
 
 
 def request_roles(kind: str, body: dict[str, Any]) -> list[tuple[str, str]]:
-    """(role, text) of each message the vendor received, system prompt excluded."""
+    """(role, text) of each message the vendor received, system prompt and the turn's context
+    excluded (the context follows the turn's own message; it is never stored)."""
     out = []
     for message in body["messages"]:
         content = message.get("content")
         if isinstance(content, list):
             content = "".join(_block_text(block) for block in content)
-        out.append((message["role"], content or ""))
+        out.append((message["role"], (content or "").split(TURN_CONTEXT)[0].rstrip("\n")))
     return [pair for pair in out if pair[0] != "system"]
 
 
@@ -138,7 +142,10 @@ async def test_seed_three_turns_store_exactly_what_the_seed_says(
     # The second call of turn two carried the tool call and its result...
     tool_turn = request_roles(kind, calls[2].body)
     assert README_TEXT in "".join(text for _, text in tool_turn)
-    # ...and the third turn's request holds only the stored texts: no tool messages.
+    # ...and the third turn's request holds only the stored texts: no tool messages, and the
+    # turn's context (the time) only after its own message.
+    sent = [m for m in calls[3].body["messages"] if m["role"] != "system"]
+    assert [TURN_CONTEXT in str(m) for m in sent] == [False] * 4 + [True]
     assert request_roles(kind, calls[3].body) == [
         ("user", "你好"),
         ("assistant", GREETING),

@@ -15,6 +15,7 @@ from backend.domain.events import Finished, ProviderEvent, TextDelta
 from backend.domain.requests import ChatRequest
 from backend.providers.scripted import ScriptedProvider
 from tests.conftest import make_settings, serve
+from tests.prompt_text import prompt_text
 
 OLD, NEW = "555-0100", "555-0199"
 LABEL = re.compile(r"^\[(L\d+)\] .*phone number", re.MULTILINE)
@@ -65,7 +66,7 @@ async def test_a_changed_fact_replaces_the_old_one_in_the_prompt(
             await client.post("/api/chat/send", json={"session_id": session_id, "message": text})
             await app.state.services.runtimes.wait_idle()
         await client.post("/api/chat/send", json={"message": "What is my phone number?"})
-        asked = chat.requests[-1].system
+        asked = prompt_text(chat.requests[-1])
         entries = (await client.get("/api/memory")).json()["entries"]
     assert NEW in asked and OLD not in asked  # only the current fact reaches the model
     assert [(e["content"], e["is_current"]) for e in entries] == [

@@ -35,6 +35,7 @@ from tests.channels.conftest import signed
 from tests.conftest import make_settings, serve
 from tests.fakes.dingtalk_server import FakeDingTalkServer
 from tests.fakes.telegram_server import FakeTelegramServer
+from tests.prompt_text import prompt_text
 
 TENANTS = {"acme": "111:acme-token", "globex": "222:globex-token"}
 SECRETS = {"acme": "acme-secret", "globex": "globex-secret"}
@@ -124,7 +125,7 @@ async def test_two_tenants_bots_never_share_a_chat_a_memory_or_a_secret(
     replies = {s.token: s.text for s in telegram.sent(42, "sendMessage")}
     assert replies == {TENANTS["acme"]: "acme answers", TENANTS["globex"]: "globex answers"}
     acme_request, globex_request = provider.requests
-    assert "acme-only" in acme_request.system  # acme's memory reached acme's turn...
+    assert "acme-only" in prompt_text(acme_request)  # acme's memory reached acme's turn...
     assert "acme-only" not in repr(globex_request)  # ...and only acme's
     assert len(sessions["acme"]) == len(sessions["globex"]) == 1
     assert sessions["acme"][0] != sessions["globex"][0]
@@ -254,7 +255,7 @@ def check_answered_apart(
     requests = dict(zip(DINGTALK_APPS, provider.requests, strict=True))  # answered in turn
     for tenant, other in (("acme", "globex"), ("globex", "acme")):
         for mark in own_marks:
-            assert mark.format(tenant) in requests[tenant].system
+            assert mark.format(tenant) in prompt_text(requests[tenant])
             assert mark.format(other) not in repr(requests[tenant])
         assert f"{other}-1234" not in repr(requests[tenant])
         assert sessions[tenant][1] == [("user", QUESTION), ("assistant", f"{tenant} answers")]

@@ -42,6 +42,7 @@ from tests.isolation.conftest import (
     set_up,
     snapshot,
 )
+from tests.prompt_text import prompt_text
 
 PATH_PARAMETER = re.compile(r"\{[^}]+\}")
 HTTP_METHODS = {"GET", "PUT", "POST", "DELETE", "PATCH", "OPTIONS", "HEAD", "TRACE"}
@@ -428,7 +429,7 @@ async def test_memory_scope_user_keeps_end_users_apart(
         bob = await turn("bob", "bob-message-0: I play the oboe")
         bob += await turn("bob", "bob-message-1: any allergies on file?")
         alice = await turn("alice", "hello again")
-        alice_system = provider.requests[-1].system
+        alice_system = prompt_text(provider.requests[-1])
         memories = {
             user: (await client.get("/api/memory", headers=acme.chat, params={"user": user})).text
             for user in ("alice", "bob", "")
