@@ -5,10 +5,13 @@ from __future__ import annotations
 
 import os
 from typing import Literal
+from urllib.parse import urlsplit
 
 from pydantic import Field, ValidationInfo, field_validator
 
 from backend.settings_base import EnvName, Strict
+
+OPENAI_HOST = "api.openai.com"  # where `prompt_cache_key` is known to be accepted
 
 
 class ProviderSettings(Strict):
@@ -26,9 +29,18 @@ class ProviderSettings(Strict):
     # within the tool loop. Off by default because OpenAI and DeepSeek's older reasoner reject
     # the field; turn it on for vendors that require it (DeepSeek thinking mode, Kimi thinking).
     reasoning_in_tool_loop: bool = False
+    # openai_compatible only: name each session to the vendor's prompt cache with
+    # `prompt_cache_key`, so its turns reach the machine holding their prefix. Null: on for
+    # OpenAI itself (api.openai.com), off for other vendors, some of which refuse unknown fields.
+    prompt_cache_key: bool | None = None
 
     def api_key(self) -> str | None:
         return os.environ.get(self.api_key_env) if self.api_key_env else None
+
+    def sends_prompt_cache_key(self, base_url: str) -> bool:
+        if self.prompt_cache_key is not None:
+            return self.prompt_cache_key
+        return urlsplit(base_url).hostname == OPENAI_HOST
 
     @field_validator("reasoning_in_tool_loop")
     @classmethod
@@ -37,6 +49,16 @@ class ProviderSettings(Strict):
             raise ValueError(
                 "for kind openai_compatible only (the anthropic kind always sends thinking back"
                 " within a tool loop)"
+            )
+        return is_on
+
+    @field_validator("prompt_cache_key")
+    @classmethod
+    def _openai_only(cls, is_on: bool | None, info: ValidationInfo) -> bool | None:
+        if is_on and info.data.get("kind", "openai_compatible") != "openai_compatible":
+            raise ValueError(
+                "for kind openai_compatible only (the anthropic kind marks its cache breakpoints"
+                " in the request itself)"
             )
         return is_on
 

@@ -88,12 +88,20 @@ class ToolConversation:
 
 @dataclass(slots=True)
 class Usage:
+    """Tokens one model call (or, added up, one turn) was billed for. `prompt_tokens` counts
+    every prompt token; `cached_tokens` of them were read from the vendor's prompt cache (billed
+    at a fraction) and `cache_write_tokens` were written to it (Anthropic bills a premium)."""
+
     prompt_tokens: int = 0
     completion_tokens: int = 0
+    cached_tokens: int = 0
+    cache_write_tokens: int = 0
 
     def add(self, other: Usage) -> None:
         self.prompt_tokens += other.prompt_tokens
         self.completion_tokens += other.completion_tokens
+        self.cached_tokens += other.cached_tokens
+        self.cache_write_tokens += other.cache_write_tokens
 
 
 @dataclass(frozen=True, slots=True)

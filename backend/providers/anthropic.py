@@ -56,6 +56,7 @@ from backend.errors import (
 from backend.providers.anthropic_request import (
     compile_messages,
     extra_body,
+    system_param,
     thinking_param,
     tool_choice_param,
     tool_param,
@@ -107,7 +108,7 @@ class AnthropicProvider:
             events = await self._client.messages.create(
                 model=request.model,
                 max_tokens=request.max_output_tokens,
-                system=request.system or omit,
+                system=system_param(request),
                 messages=compile_messages(request.messages, provider=self.name),
                 tools=[tool_param(tool) for tool in request.tools] if request.tools else omit,
                 tool_choice=tool_choice_param(request) if request.tools else omit,
@@ -214,10 +215,11 @@ class _ReplyAssembly:
                     "message_start carries no message and usage",
                     url=self.endpoint.url,
                 )
+            # `input_tokens` counts only what was neither read from nor written to the cache.
+            self.usage.cached_tokens = usage.cache_read_input_tokens or 0
+            self.usage.cache_write_tokens = usage.cache_creation_input_tokens or 0
             self.usage.prompt_tokens = (
-                usage.input_tokens
-                + (usage.cache_creation_input_tokens or 0)
-                + (usage.cache_read_input_tokens or 0)
+                usage.input_tokens + self.usage.cached_tokens + self.usage.cache_write_tokens
             )
             self.usage.completion_tokens = usage.output_tokens or 0
         elif isinstance(event, RawContentBlockStartEvent):

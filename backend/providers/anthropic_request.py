@@ -1,4 +1,13 @@
-"""Our request as Anthropic Messages parameters: the SDK's TypedDicts, built from domain types."""
+"""Our request as Anthropic Messages parameters: the SDK's TypedDicts, built from domain types.
+
+Prompt caching: Anthropic caches a prompt's prefix (tools, system, messages, in that order) up to
+a block marked with `cache_control`, and a later request reads the longest cached prefix ending
+at one of its block boundaries, up to 20 blocks before a mark. The marks go on the system
+prompt, on the turn's own user message (before its context, which changes every turn: the next
+turn's request holds that message without it), and on the last tool result of a tool loop's
+step. A one-off request (a summary) gets no mark on its message: a cache write costs more than
+reading the prompt plainly, and nothing would read it back.
+"""
 
 from __future__ import annotations
 
@@ -7,6 +16,7 @@ from typing import Literal
 from anthropic import Omit, omit
 from anthropic.types import (
     Base64ImageSourceParam,
+    CacheControlEphemeralParam,
     ImageBlockParam,
     MessageParam,
     RedactedThinkingBlockParam,
@@ -43,6 +53,15 @@ Block = (
 )
 
 
+BREAKPOINT: CacheControlEphemeralParam = {"type": "ephemeral"}
+
+
+def system_param(request: ChatRequest) -> list[TextBlockParam] | Omit:
+    if not request.system:
+        return omit
+    return [{"type": "text", "text": request.system, "cache_control": BREAKPOINT}]
+
+
 def thinking_param(request: ChatRequest) -> ThinkingConfigEnabledParam | Omit:
     if request.thinking_budget_tokens is None:
         return omit
@@ -71,6 +90,8 @@ def compile_messages(messages: tuple[RequestMessage, ...], *, provider: str) -> 
             turns[-1][1].extend(blocks)
         else:
             turns.append((role, blocks))
+    if turns and messages[-1].role == "tool":  # a tool loop's next step: mark its end too
+        _mark(turns[-1][1][-1])
     return [
         {"role": "user", "content": blocks}
         if role == "user"
@@ -99,7 +120,17 @@ def _blocks(message: RequestMessage, *, provider: str) -> list[Block]:
     if message.content:  # the API rejects empty text blocks
         blocks.append({"type": "text", "text": message.content})
     blocks.extend(_tool_use_block(call) for call in message.tool_calls)
+    if message.context:
+        if blocks:
+            _mark(blocks[-1])
+        blocks.append({"type": "text", "text": message.context})
     return blocks
+
+
+def _mark(block: Block) -> None:
+    """A cache breakpoint after `block` (thinking blocks take none: the API refuses them)."""
+    if block["type"] not in ("thinking", "redacted_thinking"):
+        block["cache_control"] = BREAKPOINT  # type: ignore[typeddict-unknown-key]
 
 
 def _thinking_block(block: ThinkingBlock) -> ThinkingBlockParam | RedactedThinkingBlockParam:

@@ -15,17 +15,11 @@ import httpx2
 import openai
 from openai import AsyncStream
 from openai._types import RequestOptions  # the type of `post(options=...)`
+from openai.types import CompletionUsage
 from openai.types.chat import (
     ChatCompletion,
-    ChatCompletionAssistantMessageParam,
     ChatCompletionChunk,
-    ChatCompletionContentPartParam,
-    ChatCompletionFunctionToolParam,
     ChatCompletionMessage,
-    ChatCompletionMessageFunctionToolCallParam,
-    ChatCompletionMessageParam,
-    ChatCompletionToolMessageParam,
-    ChatCompletionUserMessageParam,
 )
 from openai.types.chat.chat_completion_chunk import ChoiceDelta, ChoiceDeltaToolCall
 
@@ -39,11 +33,12 @@ from backend.domain.events import (
     UsageReported,
 )
 from backend.domain.messages import ToolCall, Usage
-from backend.domain.requests import ChatRequest, RequestMessage, ToolSpec
+from backend.domain.requests import ChatRequest
 from backend.domain.thinking import ThinkingBlock
 from backend.errors import EmptyReply, ProviderBadResponse, ProviderError
 from backend.providers.endpoints import DEFAULT_BASE_URLS, Endpoint
 from backend.providers.failures import status_error, transport_error, vendor_message
+from backend.providers.openai_request import request_body
 from backend.providers.resilience import parse_retry_after
 from backend.settings import ProviderSettings
 
@@ -64,6 +59,7 @@ class OpenAICompatibleProvider:
         url = settings.base_url or DEFAULT_BASE_URLS["openai_compatible"]
         self.endpoint = Endpoint.of(name, settings, url)
         self._reasoning_in_tool_loop = settings.reasoning_in_tool_loop
+        self._prompt_cache_key = settings.sends_prompt_cache_key(url)
         self._client = openai.AsyncOpenAI(
             base_url=url,
             api_key=settings.api_key() or PLACEHOLDER_KEY,
@@ -74,7 +70,11 @@ class OpenAICompatibleProvider:
     async def stream(self, request: ChatRequest) -> AsyncIterator[ProviderEvent]:
         reply = _ReplyAssembly(self.endpoint)
         has_response = False
-        body = _request_body(request, reasoning_in_tool_loop=self._reasoning_in_tool_loop)
+        body = request_body(
+            request,
+            reasoning_in_tool_loop=self._reasoning_in_tool_loop,
+            prompt_cache_key=self._prompt_cache_key,
+        )
         try:
             if not request.stream:  # nobody watches tokens arrive: one parse, not one per chunk
                 completion = await self._client.post(
@@ -107,37 +107,6 @@ class OpenAICompatibleProvider:
         await self._client.close()
 
 
-def _request_body(
-    request: ChatRequest, *, reasoning_in_tool_loop: bool = False
-) -> dict[str, object]:
-    """The JSON body of a Chat Completions call. Built as plain JSON and posted through the SDK
-    client as is: `completions.create` would re-walk every message against its TypedDicts on
-    each call, which cost more CPU than the rest of a turn's request handling."""
-    body: dict[str, object] = {
-        "model": request.model,
-        "messages": compile_messages(request, reasoning_in_tool_loop=reasoning_in_tool_loop),
-        "max_tokens": request.max_output_tokens,
-    }
-    if request.tools:
-        body["tools"] = [_tool_spec(tool) for tool in request.tools]
-        body["tool_choice"] = request.tool_choice
-    if request.temperature is not None:
-        body["temperature"] = request.temperature
-    body.update(request.extra)  # vendor-specific knobs from the config
-    return body
-
-
-def _tool_spec(tool: ToolSpec) -> ChatCompletionFunctionToolParam:
-    return {
-        "type": "function",
-        "function": {
-            "name": tool.name,
-            "description": tool.description,
-            "parameters": tool.parameters,
-        },
-    }
-
-
 def map_error(
     endpoint: Endpoint, exc: Exception, *, has_response: bool, model: str
 ) -> ProviderError:
@@ -159,82 +128,6 @@ def map_error(
         )
     # An `{"error": ...}` object inside the stream, unparsable chunk data, or a schema mismatch.
     return ProviderBadResponse(endpoint.provider, f"unusable response: {exc}", url=endpoint.url)
-
-
-# ---- request ---------------------------------------------------------------------------------
-
-
-def compile_messages(
-    request: ChatRequest, *, reasoning_in_tool_loop: bool = False
-) -> list[ChatCompletionMessageParam]:
-    """The request's messages; with `reasoning_in_tool_loop`, tool-call messages carry their step's
-    reasoning as `reasoning_content` (never otherwise: most vendors reject the field)."""
-    messages: list[ChatCompletionMessageParam] = []
-    if request.system:
-        messages.append({"role": "system", "content": request.system})
-    messages.extend(
-        _message(message, reasoning_in_tool_loop=reasoning_in_tool_loop)
-        for message in request.messages
-    )
-    return messages
-
-
-def _message(
-    message: RequestMessage, *, reasoning_in_tool_loop: bool
-) -> ChatCompletionMessageParam:
-    if message.role == "assistant":
-        return _assistant_message(message, reasoning_in_tool_loop=reasoning_in_tool_loop)
-    if message.role == "tool":
-        return _tool_message(message)
-    return _user_message(message)
-
-
-def _user_message(message: RequestMessage) -> ChatCompletionUserMessageParam:
-    if not message.images:
-        return {"role": "user", "content": message.content}
-    parts: list[ChatCompletionContentPartParam] = [{"type": "text", "text": message.content}]
-    for image in message.images:
-        url = f"data:{image.media_type};base64,{image.data}"
-        parts.append({"type": "image_url", "image_url": {"url": url}})
-    return {"role": "user", "content": parts}
-
-
-class _AssistantMessageWithReasoning(ChatCompletionAssistantMessageParam, total=False):
-    """An assistant message with the step's reasoning, for vendors that want it back within a
-    tool loop (`reasoning_in_tool_loop`)."""
-
-    reasoning_content: str
-
-
-def _assistant_message(
-    message: RequestMessage, *, reasoning_in_tool_loop: bool
-) -> ChatCompletionAssistantMessageParam:
-    compiled: _AssistantMessageWithReasoning = {"role": "assistant"}
-    # An assistant turn that only calls tools has null content; several vendors reject "".
-    compiled["content"] = message.content or None
-    if message.tool_calls:
-        compiled["tool_calls"] = [_tool_call(call) for call in message.tool_calls]
-        reasoning = "".join(block.text for block in message.thinking)
-        if reasoning_in_tool_loop and reasoning:
-            compiled["reasoning_content"] = reasoning
-    return compiled
-
-
-def _tool_call(call: ToolCall) -> ChatCompletionMessageFunctionToolCallParam:
-    # A malformed call goes back as "{}": servers that render tools through a chat template
-    # (vLLM, Ollama) parse these arguments and would reject the whole request. The tool
-    # result already tells the model what was wrong.
-    return {
-        "id": call.id,
-        "type": "function",
-        "function": {"name": call.name, "arguments": json.dumps(call.arguments)},
-    }
-
-
-def _tool_message(message: RequestMessage) -> ChatCompletionToolMessageParam:
-    # The protocol has no error flag for tool results, so the failure is said in the text.
-    content = f"Error: {message.content}" if message.is_error else message.content
-    return {"role": "tool", "tool_call_id": message.tool_call_id or "", "content": content}
 
 
 # ---- response --------------------------------------------------------------------------------
@@ -272,7 +165,7 @@ class _ReplyAssembly:
 
     def feed(self, chunk: ChatCompletionChunk) -> list[ProviderEvent]:
         if chunk.usage is not None:
-            self.usage = Usage(chunk.usage.prompt_tokens, chunk.usage.completion_tokens)
+            self.usage = usage_of(chunk.usage)
         events: list[ProviderEvent] = []
         for choice in self._choices(chunk):
             if choice.index != 0:  # we never ask for n > 1
@@ -287,7 +180,7 @@ class _ReplyAssembly:
     def feed_completion(self, completion: ChatCompletion) -> list[ProviderEvent]:
         """A whole (non-streamed) completion, as the events its stream would have given."""
         if completion.usage is not None:
-            self.usage = Usage(completion.usage.prompt_tokens, completion.usage.completion_tokens)
+            self.usage = usage_of(completion.usage)
         events: list[ProviderEvent] = []
         choices = self._choices(completion)
         if not choices:
@@ -366,6 +259,19 @@ class _ReplyAssembly:
         # Some servers (older Ollama) say "stop" after tool calls; the tool loop keys on this.
         events.append(Finished("tool_calls" if self.tool_calls else self.finish_reason))
         return events
+
+
+def usage_of(reported: CompletionUsage) -> Usage:
+    """What the vendor billed. OpenAI says what its prompt cache served in
+    `prompt_tokens_details` (some gateways add cache writes there); DeepSeek says it as
+    `prompt_cache_hit_tokens`."""
+    details = reported.prompt_tokens_details
+    cached = details.cached_tokens if details is not None else None
+    if cached is None:
+        hit = (reported.model_extra or {}).get("prompt_cache_hit_tokens")
+        cached = hit if isinstance(hit, int) else 0
+    written = (details.cache_write_tokens if details is not None else None) or 0
+    return Usage(reported.prompt_tokens, reported.completion_tokens, cached, written)
 
 
 def _reasoning_text(delta: ChoiceDelta | ChatCompletionMessage) -> str:

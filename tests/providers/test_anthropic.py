@@ -146,7 +146,10 @@ async def test_system_is_top_level_and_tools_use_input_schema(
     await collect(anthropic_provider.stream(request))
 
     body = anthropic_server.requests[-1].body
-    assert body["system"] == "You are terse."
+    # One block, marked as a cache breakpoint: tools and system are reused by every turn.
+    assert body["system"] == [
+        {"type": "text", "text": "You are terse.", "cache_control": {"type": "ephemeral"}}
+    ]
     assert body["model"] == "claude-test"
     assert body["max_tokens"] == 512
     assert body["stream"] is True
@@ -202,7 +205,14 @@ async def test_tool_results_are_merged_into_one_user_message(
     ]
     assert messages[2]["content"] == [
         {"type": "tool_result", "tool_use_id": "toolu_a", "content": "18 °C"},
-        {"type": "tool_result", "tool_use_id": "toolu_b", "content": "no data", "is_error": True},
+        {
+            "type": "tool_result",
+            "tool_use_id": "toolu_b",
+            "content": "no data",
+            "is_error": True,
+            # the step's end is a cache breakpoint: the loop's next step reads up to it
+            "cache_control": {"type": "ephemeral"},
+        },
     ]
 
 
