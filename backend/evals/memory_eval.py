@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
+from backend.chat.builtin_summary_model import BuiltinSummaryModel
 from backend.chat.prompts import PromptRenderer
 from backend.chat.services import Services
 from backend.composition import build_services
@@ -32,7 +33,6 @@ from backend.domain.inbound import InboundMessage
 from backend.domain.messages import UserInput
 from backend.domain.requests import ChatRequest
 from backend.errors import ConfigError, TallyError
-from backend.evals.builtin_summarizer import BuiltinSummaryModel
 from backend.evals.memory_facts import REPLY, Fact, Script, build_script, max_facts
 from backend.evals.memory_report import ProbeOutcome, Report, render
 from backend.evals.mentions import Haystack
@@ -265,9 +265,12 @@ async def _turn(services: Services, text: str, session_id: str | None) -> TurnCo
 
 
 def _request_text(request: ChatRequest) -> str:
-    """All the model reads of a request: the system prompt (memory lines, session summary)
-    and the window's messages."""
-    return "\n".join([request.system, *(m.content for m in request.messages)])
+    """All the model reads of a request: the system prompt (standing memory, session summary),
+    the window's messages and the turn's context (memory picked for the message)."""
+    parts = [request.system]
+    for message in request.messages:
+        parts += [message.content, message.context]
+    return "\n".join(parts)
 
 
 def _scope_key(settings: Settings) -> str:

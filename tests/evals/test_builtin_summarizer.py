@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from datetime import UTC, date, datetime
 
+from backend.chat.builtin_summary_model import BuiltinSummaryModel
 from backend.chat.prompts import PromptRenderer
 from backend.chat.summarizer import Summarizer, SummaryModel
 from backend.domain.messages import Role, StoredMessage
-from backend.evals.builtin_summarizer import BuiltinSummaryModel
 from backend.memory.entries import MemoryEntry
 from tests.conftest import ROOT
 

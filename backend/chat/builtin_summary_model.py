@@ -1,6 +1,6 @@
-"""`--summarizer builtin`: the offline demo's rule-based summarizer (DemoSummarizer) served as
-a summarizer model, so the real Summarizer still renders its prompt around it, parses the
-answer, runs the fidelity gate and applies the lines it replaces.
+"""The offline demo's rule-based summarizer (DemoSummarizer) served as a summarizer model, for
+`tally eval memory --summarizer builtin` and `tally bench`: the real Summarizer still renders its
+prompt around it, parses the answer, runs the fidelity gate and applies the lines it replaces.
 
 The model reads back from the prompt what the Summarizer put there (the `[new]` and `[known]`
 messages, the previous summary, the current lines it may replace as `[L1] …`), hands them to
