@@ -35,7 +35,8 @@ TURN_SECONDS = Histogram(
 )
 TOKENS = Counter(
     "tally_tokens",
-    "Tokens used, by tenant and kind (prompt, completion, summarizer)",
+    "Tokens used, by tenant and kind (prompt, completion, summarizer; cached and cache_write "
+    "are the prompt tokens read from and written to the vendor's prompt cache)",
     ["tenant", "kind"],
     registry=REGISTRY,
 )

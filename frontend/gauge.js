@@ -1,9 +1,10 @@
 // The context gauge in the chat header: how full the last request of this session was, from
 // `turn.completed` (`context_tokens` of `context_budget`). It colours at the server's default
-// compaction thresholds: 70 % (older messages are summarized) and 95 % (they are cut).
+// compaction thresholds: 70 % (older messages are summarized) and 95 % (they are cut). Its
+// tooltip also says how many of the prompt's tokens the vendor read from its prompt cache.
 
 import { toast } from "./dom.js";
-import { locale, t } from "./i18n.js";
+import { language, locale, t } from "./i18n.js";
 
 export const NORMAL_RATIO = 0.7;
 export const EMERGENCY_RATIO = 0.95;
@@ -15,11 +16,18 @@ export function contextLevel(ratio) {
   return "ok";
 }
 
-/** The reading of a `turn.completed` event (or send response); null when it has none. */
+/**
+ * The reading of a `turn.completed` event (or send response); null when it has none.
+ * `cached` of the turn's `prompt` tokens were read from the prompt cache (0: none, or an
+ * older server).
+ */
 export function contextReading(data) {
   const tokens = Number(data?.context_tokens);
   const budget = Number(data?.context_budget);
-  return tokens > 0 && budget > 0 ? { tokens, budget } : null;
+  if (!(tokens > 0 && budget > 0)) return null;
+  const prompt = Number(data?.usage?.prompt_tokens) || 0;
+  const cached = Number(data?.usage?.cached_tokens) || 0;
+  return { tokens, budget, prompt, cached: prompt > 0 ? Math.min(cached, prompt) : 0 };
 }
 
 export class ContextGauge {
@@ -54,14 +62,20 @@ export class ContextGauge {
   }
 
   describe() {
-    const { tokens, budget } = this.reading;
+    const { tokens, budget, prompt, cached } = this.reading;
     const number = new Intl.NumberFormat(locale());
-    return t("contextGauge", {
+    const context = t("contextGauge", {
       used: number.format(tokens),
       budget: number.format(budget),
       percent: Math.floor((tokens / budget) * 100),
       normal: Math.round(NORMAL_RATIO * 100),
       emergency: Math.round(EMERGENCY_RATIO * 100),
     });
+    if (!(cached > 0)) return context;
+    const cache = t("promptCached", {
+      cached: number.format(cached),
+      prompt: number.format(prompt),
+    });
+    return context + (language() === "zh" ? "" : " ") + cache; // Chinese sets no space
   }
 }

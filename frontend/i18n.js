@@ -59,6 +59,7 @@ const STRINGS = {
       "{n} older messages were left out of this request to fit the model's context window. They are still saved.",
     contextGauge:
       "Context: {used} of {budget} tokens ({percent}%) in the last request. Older messages are summarized from {normal}% and left out from {emergency}%.",
+    promptCached: "{cached} of {prompt} prompt tokens were read from the model's prompt cache.",
     interrupted: "The connection closed before the reply finished.",
     networkError: "Cannot reach the Tally server.",
     degraded: "The server's database is unavailable; chats cannot be saved right now.",
@@ -186,6 +187,7 @@ const STRINGS = {
       "为适应模型的上下文窗口，本次请求省略了 {n} 条较早的消息。这些消息仍然保存着。",
     contextGauge:
       "上下文：上一次请求用了 {used} / {budget} 个 token（{percent}%）。超过 {normal}% 时较早的消息会被摘要，超过 {emergency}% 时会被省略。",
+    promptCached: "{prompt} 个提示 token 中有 {cached} 个来自模型的提示缓存。",
     interrupted: "回复完成前连接已断开。",
     networkError: "无法连接 Tally 服务器。",
     degraded: "服务器数据库不可用，暂时无法保存对话。",

@@ -96,7 +96,10 @@ def _send_response(end: TurnCompleted) -> SendResponse:
             for c in end.tool_calls
         ],
         usage=UsagePublic(
-            prompt_tokens=end.usage.prompt_tokens, completion_tokens=end.usage.completion_tokens
+            prompt_tokens=end.usage.prompt_tokens,
+            completion_tokens=end.usage.completion_tokens,
+            cached_tokens=end.usage.cached_tokens,
+            cache_write_tokens=end.usage.cache_write_tokens,
         ),
         context_tokens=end.context_tokens,
         context_budget=end.context_budget,

@@ -55,6 +55,7 @@ from backend.api.schemas import (
     ModelList,
     OpenAIContentPartIn,
     OpenAIImagePartIn,
+    PromptTokensDetails,
     TextPartIn,
 )
 from backend.api.turn_http import event_stream, failure_response
@@ -256,6 +257,7 @@ def _usage(usage: Usage) -> CompletionUsage:
         prompt_tokens=usage.prompt_tokens,
         completion_tokens=usage.completion_tokens,
         total_tokens=usage.prompt_tokens + usage.completion_tokens,
+        prompt_tokens_details=PromptTokensDetails(cached_tokens=usage.cached_tokens),
     )
 
 

@@ -108,8 +108,10 @@ class ToolConversationList(BaseModel):
 
 
 class UsagePublic(BaseModel):
-    prompt_tokens: int
+    prompt_tokens: int = Field(description="every prompt token, cached ones included")
     completion_tokens: int
+    cached_tokens: int = Field(description="of prompt_tokens: read from the prompt cache")
+    cache_write_tokens: int = Field(description="of prompt_tokens: written to the prompt cache")
 
 
 class SendResponse(BaseModel):
@@ -235,6 +237,8 @@ class UsageDayPublic(BaseModel):
     prompt_tokens: int
     completion_tokens: int
     summarizer_tokens: int
+    cached_tokens: int = Field(description="of prompt_tokens: read from the prompt cache")
+    cache_write_tokens: int = Field(description="of prompt_tokens: written to the prompt cache")
 
 
 class UsageList(BaseModel):
@@ -302,10 +306,15 @@ class OpenAIImagePartIn(OpenAIBody):
 OpenAIContentPartIn = Annotated[OpenAITextPartIn | OpenAIImagePartIn, Field(discriminator="type")]
 
 
+class PromptTokensDetails(BaseModel):
+    cached_tokens: int
+
+
 class CompletionUsage(BaseModel):
     prompt_tokens: int
     completion_tokens: int
     total_tokens: int
+    prompt_tokens_details: PromptTokensDetails
 
 
 class AssistantMessageOut(BaseModel):

@@ -26,6 +26,8 @@ def usage_list(days: list[UsageDay]) -> UsageList:
                 prompt_tokens=d.prompt_tokens,
                 completion_tokens=d.completion_tokens,
                 summarizer_tokens=d.summarizer_tokens,
+                cached_tokens=d.cached_tokens,
+                cache_write_tokens=d.cache_write_tokens,
             )
             for d in days
         ]

@@ -24,6 +24,9 @@ def observe_turn_event(tenant_id: str, event: TurnEvent, *, started_at: float) -
         TURN_SECONDS.labels(tenant_id).observe(time.perf_counter() - started_at)
         TOKENS.labels(tenant_id, "prompt").inc(event.usage.prompt_tokens)
         TOKENS.labels(tenant_id, "completion").inc(event.usage.completion_tokens)
+        # Of the prompt tokens above, not beside them: a sum over kinds would count them twice.
+        TOKENS.labels(tenant_id, "cached").inc(event.usage.cached_tokens)
+        TOKENS.labels(tenant_id, "cache_write").inc(event.usage.cache_write_tokens)
     elif isinstance(event, TurnFailed):
         TURNS.labels(tenant_id, "failed").inc()
         TURN_SECONDS.labels(tenant_id).observe(time.perf_counter() - started_at)

@@ -310,6 +310,8 @@ class TurnRunner:
                     turns=1,
                     prompt_tokens=outcome.usage.prompt_tokens,
                     completion_tokens=outcome.usage.completion_tokens,
+                    cached_tokens=outcome.usage.cached_tokens,
+                    cache_write_tokens=outcome.usage.cache_write_tokens,
                 ),
             )
         if is_complete and stored is not None:

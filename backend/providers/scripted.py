@@ -10,7 +10,7 @@ import asyncio
 import re
 from collections import deque
 from collections.abc import AsyncIterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from backend.domain.events import (
     Finished,
@@ -62,12 +62,14 @@ class ScriptedProvider:
     """Plays `push`ed steps, then `replies` cyclically, then an echo of the user.
 
     Every request is recorded in `requests`, so tests assert on what was compiled and sent.
-    `delay_s` is waited before each chunk, which lets a test cancel a reply midway.
+    `delay_s` is waited before each chunk, which lets a test cancel a reply midway. `usage`,
+    when set, is what every call reports instead of word counts (a prompt cache, say).
     """
 
     name: str = "scripted"
     replies: Sequence[str] = ()
     delay_s: float = 0.0
+    usage: Usage | None = None
     requests: list[ChatRequest] = field(default_factory=list, init=False)
     _queue: deque[ScriptedStep] = field(default_factory=deque, init=False)
     _reply_count: int = field(default=0, init=False)
@@ -94,7 +96,8 @@ class ScriptedProvider:
             yield event
         for call in calls:
             yield ToolCallRequested(call)
-        yield UsageReported(Usage(prompt_words(request), word_count(text)))
+        usage = self.usage or Usage(prompt_words(request), word_count(text))
+        yield UsageReported(replace(usage))  # a copy: Usage adds up in place
         yield Finished("tool_calls" if calls else "stop")
 
     async def aclose(self) -> None:

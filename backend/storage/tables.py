@@ -177,6 +177,9 @@ usage = Table(
     Column("prompt_tokens", BigInteger, nullable=False, default=0),
     Column("completion_tokens", BigInteger, nullable=False, default=0),
     Column("summarizer_tokens", BigInteger, nullable=False, default=0),
+    # Of prompt_tokens: read from the vendor's prompt cache, and written to it (Anthropic).
+    Column("cached_tokens", BigInteger, nullable=False, default=0, server_default="0"),
+    Column("cache_write_tokens", BigInteger, nullable=False, default=0, server_default="0"),
 )
 
 # What a chat platform delivered, kept before it is acknowledged (the webhook's 200, the

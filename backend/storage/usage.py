@@ -1,4 +1,6 @@
-"""Usage accounting per tenant and UTC day: turns, prompt, completion and summarizer tokens.
+"""Usage accounting per tenant and UTC day: turns, prompt, completion and summarizer tokens,
+and the prompt tokens read from and written to the vendor's prompt cache (counted in
+`prompt_tokens` too, so totals and quotas do not add them again).
 
 Each turn's usage is added inside the transaction that stores its reply, with an upsert, so
 accounting costs no extra commit and is never lost or counted twice.
@@ -16,7 +18,14 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from backend.storage.database import Database
 from backend.storage.tables import usage
 
-COUNTERS = ("turns", "prompt_tokens", "completion_tokens", "summarizer_tokens")
+COUNTERS = (
+    "turns",
+    "prompt_tokens",
+    "completion_tokens",
+    "summarizer_tokens",
+    "cached_tokens",
+    "cache_write_tokens",
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -27,6 +36,8 @@ class UsageDay:
     prompt_tokens: int = 0
     completion_tokens: int = 0
     summarizer_tokens: int = 0
+    cached_tokens: int = 0  # of prompt_tokens: read from the prompt cache
+    cache_write_tokens: int = 0  # of prompt_tokens: written to the prompt cache
 
     @property
     def total_tokens(self) -> int:

@@ -10,6 +10,7 @@ import pytest
 import pytest_asyncio
 from playwright.async_api import Browser, Page, expect
 
+from backend.domain.messages import Usage
 from backend.providers.scripted import ScriptedProvider
 from tests.browser.harness import Tally, last_reply, running_tally, send, wait_for_reply
 
@@ -117,6 +118,27 @@ async def test_context_gauge_shows_the_last_turn_and_warns_near_the_limits(
         }"""
     )
     assert levels == ["ok", "ok", "warn", "warn", "danger", "danger"]
+
+
+async def test_context_gauge_says_how_much_of_the_prompt_was_cached(
+    tally: Tally, provider: ScriptedProvider
+) -> None:
+    page = await tally.open_page("/")
+    gauge = page.get_by_test_id("context-gauge")
+    provider.push("Hello!")
+    await send(page, "Hi")
+    await wait_for_reply(page)
+    await expect(gauge).to_be_visible()
+    assert "cache" not in (await gauge.get_attribute("title") or "")  # none was reported
+
+    provider.usage = Usage(prompt_tokens=2000, completion_tokens=1, cached_tokens=1234)
+    provider.push("Again!")
+    await send(page, "Once more")
+    await wait_for_reply(page)
+    cached = "1,234 of 2,000 prompt tokens were read from the model's prompt cache."
+    await expect(gauge).to_have_attribute("title", re.compile(re.escape(cached) + "$"))
+    await page.get_by_test_id("lang-toggle").click()
+    await expect(gauge).to_have_attribute("title", re.compile("2,000 个提示 token 中有 1,234 个"))
 
 
 async def test_compaction_shows_a_marker_live_and_after_reload(
