@@ -8,6 +8,15 @@ rules (else 400 `invalid_request_error`): a budget of at least 1024 and below `m
 a tool_use step starting that step's assistant message with the step's thinking blocks,
 unmodified. Off (the default), thinking in requests is not looked at.
 
+Prompt caching is simulated as Anthropic does it (see `prompt_cache`), over blocks in prefix
+order: each tool, each system text block (a string is one), each message's content blocks (a
+string is one text block). A block with `cache_control` (`{"type": "ephemeral"}`, optionally
+`"ttl": "5m"` or `"1h"`; at most 4, else 400) is a breakpoint. A block's tokens are the words of
+its JSON as `count_words` counts them, `cache_control` aside; a tool definition shapes the
+prefix but counts 0, as `input_tokens` never counted tools. Usage splits the prompt into
+`cache_read_input_tokens`, `cache_creation_input_tokens` and the rest, `input_tokens`; each
+call's split is logged in `cache_log`. `prompt_cache=False` reads and writes nothing.
+
 Standalone: `python -m tests.fakes.anthropic_server --port 18081` serves default replies forever.
 """
 
@@ -33,6 +42,13 @@ from . import (
     serve_forever,
     words,
 )
+from .prompt_cache import (
+    Block,
+    BreakpointCache,
+    CacheOutcome,
+    identity_of,
+    without_cache_control,
+)
 
 ERROR_TYPES = {
     400: "invalid_request_error",
@@ -46,6 +62,8 @@ ERROR_TYPES = {
 }
 
 Event = tuple[str, dict[str, Any]]
+MAX_BREAKPOINTS = 4
+CACHE_TTLS = ("5m", "1h")
 MISSING_THINKING = (
     "messages.{index}.content.0.type: Expected `thinking` or `redacted_thinking`, but found"
     " `{found}`. When `thinking` is enabled, a final `assistant` message must start with a"
@@ -61,16 +79,30 @@ def signature_of(thinking: str) -> str:
 class FakeAnthropicServer(FakeServer):
     label = "anthropic"
 
-    def __init__(self, *, requires_thinking_blocks: bool = False, **options: Any) -> None:
+    def __init__(
+        self,
+        *,
+        requires_thinking_blocks: bool = False,
+        prompt_cache: bool = True,
+        cache_min_tokens: int = 1024,
+        **options: Any,
+    ) -> None:
         super().__init__(**options)
         self.requires_thinking_blocks = requires_thinking_blocks
+        self._cache = BreakpointCache(min_tokens=cache_min_tokens, is_enabled=prompt_cache)
         # The thinking blocks of the last tool_use step answered, as the next request must
         # send them back.
         self._tool_step_thinking: list[dict[str, Any]] = []
 
+    @property
+    def cache_log(self) -> list[CacheOutcome]:
+        """One outcome per answered model call, in order."""
+        return self._cache.log
+
     async def route(self, request: RecordedRequest, reply: Reply) -> None:
         if request.method == "POST" and request.path == "/v1/messages":
-            problem = self._thinking_problem(request.body or {})
+            body = request.body or {}
+            problem = _cache_control_problem(body) or self._thinking_problem(body)
             if problem is not None:
                 await reply.json(400, self.error_body(HttpError(400, problem)))
                 return
@@ -121,6 +153,7 @@ class FakeAnthropicServer(FakeServer):
 
     async def answer(self, step: Answer, request: RecordedRequest, reply: Reply) -> None:
         body = request.body or {}
+        outcome = self._cache.serve(str(body.get("model")), _cache_blocks(body))
         self._tool_step_thinking = _thinking_content(step) if isinstance(step, ToolCalls) else []
         if isinstance(step, Shapeless):  # a stream whose events parse but carry no message
             await reply.start_stream()
@@ -129,10 +162,10 @@ class FakeAnthropicServer(FakeServer):
             await reply.end_stream()
             return
         if not body.get("stream"):
-            await reply.json(200, _message(step, body), {"request-id": "req_fake"})
+            await reply.json(200, _message(step, body, outcome), {"request-id": "req_fake"})
             return
         await reply.start_stream({"request-id": "req_fake"})
-        for name, data in _events(step, body):
+        for name, data in _events(step, body, outcome):
             await reply.send(f"event: {name}\ndata: {json.dumps(data)}\n\n")
             if isinstance(step, Text):
                 await step.pause()
@@ -142,10 +175,11 @@ class FakeAnthropicServer(FakeServer):
             await reply.end_stream()
 
 
-def _events(step: Answer, body: dict[str, Any]) -> list[Event]:
+def _events(step: Answer, body: dict[str, Any], outcome: CacheOutcome) -> list[Event]:
     """The SSE events of one reply; a cut reply stops after a few text deltas, an in-stream
     error ends with an `error` event instead of `message_stop`."""
-    events: list[Event] = [("message_start", _message_start(body)), ("ping", {"type": "ping"})]
+    start = _message_start(body, outcome)
+    events: list[Event] = [("message_start", start), ("ping", {"type": "ping"})]
     if isinstance(step, StreamCut):
         sent = [_text_delta(0, piece) for piece in words(step.text)[: step.sent_words]]
         return [*events, _block_start(0, {"type": "text", "text": ""}), *sent]
@@ -164,7 +198,7 @@ def _events(step: Answer, body: dict[str, Any]) -> list[Event]:
 
 def _blocks(step: Answer) -> list[tuple[dict[str, Any], list[dict[str, Any]]]]:
     """Each content block as its start payload and its deltas."""
-    if isinstance(step, Empty | StreamCut):
+    if isinstance(step, Empty | StreamCut | Shapeless):
         return []
     blocks: list[tuple[dict[str, Any], list[dict[str, Any]]]] = []
     for block in _thinking_content(step):
@@ -211,10 +245,79 @@ def _content(message: dict[str, Any]) -> list[dict[str, Any]]:
     )
 
 
-def _message_start(body: dict[str, Any]) -> dict[str, Any]:
+def _message_start(body: dict[str, Any], outcome: CacheOutcome) -> dict[str, Any]:
     message = _envelope(body, content=[], stop_reason=None)
-    message["usage"] = {"input_tokens": _input_words(body), "output_tokens": 1}
+    message["usage"] = _usage(outcome, output_tokens=1)
     return {"type": "message_start", "message": message}
+
+
+def _usage(outcome: CacheOutcome, *, output_tokens: int) -> dict[str, int]:
+    return {
+        "input_tokens": outcome.uncached_tokens,
+        "cache_creation_input_tokens": outcome.written_tokens,
+        "cache_read_input_tokens": outcome.read_tokens,
+        "output_tokens": output_tokens,
+    }
+
+
+# ---- the cacheable prefix ----------------------------------------------------------------------
+
+
+def _placed_blocks(body: dict[str, Any]) -> list[tuple[str, str, object]]:
+    """Each block in prefix order (tools, system, messages) with its path, for errors, and its
+    place, for its identity: a message block's place is its role."""
+    placed: list[tuple[str, str, object]] = [
+        (f"tools.{index}", "tools", tool) for index, tool in enumerate(body.get("tools") or [])
+    ]
+    placed += [
+        (f"system.{index}", "system", block)
+        for index, block in enumerate(_as_blocks(body.get("system")))
+    ]
+    for index, message in enumerate(body.get("messages", [])):
+        role = str(message.get("role"))
+        blocks = _as_blocks(message.get("content"))
+        placed += [(f"messages.{index}.content.{j}", role, b) for j, b in enumerate(blocks)]
+    return placed
+
+
+def _as_blocks(content: object) -> list[object]:
+    """Content as blocks: a string is one text block, as the API reads it."""
+    if isinstance(content, str):
+        return [{"type": "text", "text": content}] if content else []
+    if isinstance(content, list):
+        return content
+    return [] if content is None else [content]
+
+
+def _control_of(block: object) -> object:
+    return block.get("cache_control") if isinstance(block, dict) else None
+
+
+def _cache_blocks(body: dict[str, Any]) -> list[Block]:
+    blocks: list[Block] = []
+    for _path, place, block in _placed_blocks(body):
+        tokens = 0 if place == "tools" else count_words(without_cache_control(block))
+        blocks.append(Block(identity_of(place, block), tokens, _control_of(block) is not None))
+    return blocks
+
+
+def _cache_control_problem(body: dict[str, Any]) -> str | None:
+    """What the real API refuses about `cache_control` markers, or None."""
+    placed = _placed_blocks(body)
+    marked = [(path, _control_of(b)) for path, _, b in placed if _control_of(b) is not None]
+    for path, control in marked:
+        if not isinstance(control, dict):
+            return f"{path}.cache_control: Input should be a valid dictionary"
+        if control.get("type") != "ephemeral":
+            return f"{path}.cache_control.type: Input should be 'ephemeral'"
+        if control.get("ttl", "5m") not in CACHE_TTLS:
+            return f"{path}.cache_control.ttl: Input should be '5m' or '1h'"
+    if len(marked) > MAX_BREAKPOINTS:
+        return (
+            f"A maximum of {MAX_BREAKPOINTS} blocks with cache_control may be provided."
+            f" Found {len(marked)}."
+        )
+    return None
 
 
 def _block_start(index: int, block: dict[str, Any]) -> Event:
@@ -246,22 +349,17 @@ def _envelope(
     }
 
 
-def _input_words(body: dict[str, Any]) -> int:
-    contents = [message.get("content") for message in body.get("messages", [])]
-    return count_words(body.get("system", "")) + count_words(contents)
-
-
 def _output_words(step: Answer) -> int:
-    if isinstance(step, Empty | StreamCut):
+    if isinstance(step, Empty | StreamCut | Shapeless):
         return 0
     calls = step.calls if isinstance(step, ToolCalls) else ()
     return count_words(step.text) + sum(count_words(c.arguments_json()) for c in calls)
 
 
-def _message(step: Answer, body: dict[str, Any]) -> dict[str, Any]:
+def _message(step: Answer, body: dict[str, Any], outcome: CacheOutcome) -> dict[str, Any]:
     """A non-streamed message; a cut or failing stream answers as if complete."""
     content: list[dict[str, Any]] = _thinking_content(step)
-    text = "" if isinstance(step, Empty) else step.text
+    text = "" if isinstance(step, Empty | Shapeless) else step.text
     if text:
         content.append({"type": "text", "text": text})
     for index, call in enumerate(step.calls if isinstance(step, ToolCalls) else ()):
@@ -276,7 +374,7 @@ def _message(step: Answer, body: dict[str, Any]) -> dict[str, Any]:
         )
     reason = "tool_use" if isinstance(step, ToolCalls) else "end_turn"
     message = _envelope(body, content=content, stop_reason=reason)
-    message["usage"] = {"input_tokens": _input_words(body), "output_tokens": _output_words(step)}
+    message["usage"] = _usage(outcome, output_tokens=_output_words(step))
     return message
 
 

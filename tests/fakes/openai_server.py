@@ -6,6 +6,12 @@ Vendors differ on reasoning sent back in requests, and `reasoning_rule` plays ea
 assistant tool-call message of the current turn without `reasoning_content`; "forbidden"
 (OpenAI, DeepSeek's older reasoner) answers 400 to any message carrying it.
 
+Prompt caching is simulated as OpenAI does it, automatically (see `prompt_cache`): the prompt is
+the tools, then each message's role, content and other fields; a call reads the longest prefix
+it shares with an earlier call of the same model and `prompt_cache_key` (absent: one shared
+pool), reported as `usage.prompt_tokens_details.cached_tokens` and logged in `cache_log`. With
+`prompt_cache=False` the field is left out, as from a vendor that does not cache.
+
 Standalone: `python -m tests.fakes.openai_server --port 18080` serves default replies forever.
 """
 
@@ -33,6 +39,7 @@ from . import (
     serve_forever,
     words,
 )
+from .prompt_cache import CacheOutcome, PrefixCache, Token, tokens_of
 
 MODELS = ("fake-model", "fake-model-mini")
 ERROR_TYPES = {
@@ -43,14 +50,31 @@ ERROR_TYPES = {
     429: "rate_limit_exceeded",
 }
 ReasoningRule = Literal["ignored", "required", "forbidden"]
+JSON_TYPE_NAMES = {bool: "a boolean", int: "an integer", float: "a decimal", list: "an array"}
 
 
 class FakeOpenAIServer(FakeServer):
     label = "openai"
 
-    def __init__(self, *, reasoning_rule: ReasoningRule = "ignored", **options: Any) -> None:
+    def __init__(
+        self,
+        *,
+        reasoning_rule: ReasoningRule = "ignored",
+        prompt_cache: bool = True,
+        cache_min_tokens: int = 1024,
+        cache_increment: int = 128,
+        **options: Any,
+    ) -> None:
         super().__init__(**options)
         self.reasoning_rule = reasoning_rule
+        self._cache = PrefixCache(
+            min_tokens=cache_min_tokens, increment=cache_increment, is_enabled=prompt_cache
+        )
+
+    @property
+    def cache_log(self) -> list[CacheOutcome]:
+        """One outcome per answered model call, in order."""
+        return self._cache.log
 
     @property
     def base_url(self) -> str:
@@ -63,6 +87,10 @@ class FakeOpenAIServer(FakeServer):
             ]
             await reply.json(200, {"object": "list", "data": models})
         elif request.method == "POST" and request.path == "/v1/chat/completions":
+            key_error = _cache_key_error(request.body or {})
+            if key_error is not None:
+                await reply.json(400, key_error)
+                return
             problem = _reasoning_problem(request.body or {}, self.reasoning_rule)
             if problem is not None:
                 await reply.json(400, self.error_body(HttpError(400, problem)))
@@ -83,13 +111,14 @@ class FakeOpenAIServer(FakeServer):
 
     async def answer(self, step: Answer, request: RecordedRequest, reply: Reply) -> None:
         body = request.body or {}
+        cached = self._cached_tokens(body)
         if isinstance(step, Shapeless):
             await _shapeless(step, streamed=bool(body.get("stream")), reply=reply)
             return
         if not body.get("stream"):
-            await reply.json(200, _completion(step, body), {"x-request-id": "req_fake"})
+            await reply.json(200, _completion(step, body, cached), {"x-request-id": "req_fake"})
             return
-        chunks = _Chunks(body)
+        chunks = _Chunks(body, cached)
         await reply.start_stream({"x-request-id": "req_fake"})
         await reply.send(chunks.sse({"role": "assistant", "content": ""}))
         if isinstance(step, StreamCut):
@@ -111,6 +140,41 @@ class FakeOpenAIServer(FakeServer):
                 await reply.send(chunks.usage_sse(_output_words(step)))
         await reply.send("data: [DONE]\n\n")
         await reply.end_stream()
+
+    def _cached_tokens(self, body: dict[str, Any]) -> int | None:
+        """The call's cached prompt tokens, or None when caching is not simulated."""
+        pool = (body.get("prompt_cache_key"), str(body.get("model")))
+        outcome = self._cache.serve(pool, _prompt_sequence(body))
+        return outcome.read_tokens if self._cache.is_enabled else None
+
+
+def _prompt_sequence(body: dict[str, Any]) -> list[Token]:
+    """The prompt as tokens in the order a model reads it; the billed ones are exactly the
+    content words `_prompt_words` counts, so cached tokens never exceed prompt tokens."""
+    tokens = tokens_of(body.get("tools") or [], is_billed=False)
+    for message in body.get("messages", []):
+        tokens.append((f"<|{message.get('role')}|>", 0))
+        tokens += tokens_of(message.get("content"), is_billed=True)
+        rest = {key: value for key, value in message.items() if key not in ("role", "content")}
+        tokens += tokens_of(rest, is_billed=False)
+    return tokens
+
+
+def _cache_key_error(body: dict[str, Any]) -> dict[str, Any] | None:
+    """OpenAI's 400 for a `prompt_cache_key` that is not a string (null means no key)."""
+    key = body.get("prompt_cache_key")
+    if key is None or isinstance(key, str):
+        return None
+    found = JSON_TYPE_NAMES.get(type(key), "an object")
+    message = f"Invalid type for 'prompt_cache_key': expected a string, but got {found} instead."
+    return {
+        "error": {
+            "message": message,
+            "type": "invalid_request_error",
+            "param": "prompt_cache_key",
+            "code": "invalid_type",
+        }
+    }
 
 
 def _reasoning_problem(body: dict[str, Any], rule: ReasoningRule) -> str | None:
@@ -147,7 +211,7 @@ def _deltas(step: Answer) -> list[dict[str, Any]]:
     deltas: list[dict[str, Any]] = []
     if isinstance(step, Text | ToolCalls) and step.thinking:
         deltas += [{"reasoning_content": piece} for piece in words(step.thinking)]
-    text = "" if isinstance(step, Empty) else step.text
+    text = "" if isinstance(step, Empty | Shapeless) else step.text
     deltas += [{"content": piece} for piece in words(text)]
     if isinstance(step, ToolCalls):
         for index, call in enumerate(step.calls):
@@ -174,7 +238,7 @@ def _tool_call_deltas(index: int, call: Call) -> list[dict[str, Any]]:
 class _Chunks:
     """Builds `chat.completion.chunk` SSE lines sharing one id, model and timestamp."""
 
-    def __init__(self, body: dict[str, Any]) -> None:
+    def __init__(self, body: dict[str, Any], cached_tokens: int | None) -> None:
         self.base = {
             "id": "chatcmpl-fake",
             "object": "chat.completion.chunk",
@@ -182,22 +246,26 @@ class _Chunks:
             "model": body.get("model", MODELS[0]),
         }
         self.prompt_tokens = _prompt_words(body)
+        self.cached_tokens = cached_tokens
 
     def sse(self, delta: dict[str, Any], finish_reason: str | None = None) -> str:
         choice = {"index": 0, "delta": delta, "finish_reason": finish_reason}
         return f"data: {json.dumps({**self.base, 'choices': [choice]})}\n\n"
 
     def usage_sse(self, completion_tokens: int) -> str:
-        usage = _usage(self.prompt_tokens, completion_tokens)
+        usage = _usage(self.prompt_tokens, completion_tokens, self.cached_tokens)
         return f"data: {json.dumps({**self.base, 'choices': [], 'usage': usage})}\n\n"
 
 
-def _usage(prompt_tokens: int, completion_tokens: int) -> dict[str, int]:
-    return {
+def _usage(prompt_tokens: int, completion_tokens: int, cached_tokens: int | None) -> dict[str, Any]:
+    usage: dict[str, Any] = {
         "prompt_tokens": prompt_tokens,
         "completion_tokens": completion_tokens,
         "total_tokens": prompt_tokens + completion_tokens,
     }
+    if cached_tokens is not None:
+        usage["prompt_tokens_details"] = {"cached_tokens": cached_tokens}
+    return usage
 
 
 def _prompt_words(body: dict[str, Any]) -> int:
@@ -205,15 +273,15 @@ def _prompt_words(body: dict[str, Any]) -> int:
 
 
 def _output_words(step: Answer) -> int:
-    if isinstance(step, Empty | StreamCut):
+    if isinstance(step, Empty | StreamCut | Shapeless):
         return 0
     calls = step.calls if isinstance(step, ToolCalls) else ()
     return count_words(step.text) + sum(count_words(c.arguments_json()) for c in calls)
 
 
-def _completion(step: Answer, body: dict[str, Any]) -> dict[str, Any]:
+def _completion(step: Answer, body: dict[str, Any], cached_tokens: int | None) -> dict[str, Any]:
     """A non-streamed `chat.completion`; a cut or failing stream answers as if complete."""
-    text = "" if isinstance(step, Empty) else step.text
+    text = "" if isinstance(step, Empty | Shapeless) else step.text
     message: dict[str, Any] = {"role": "assistant", "content": text or None}
     if isinstance(step, ToolCalls):
         message["tool_calls"] = [
@@ -233,7 +301,7 @@ def _completion(step: Answer, body: dict[str, Any]) -> dict[str, Any]:
         "created": int(time.time()),
         "model": body.get("model", MODELS[0]),
         "choices": [{"index": 0, "message": message, "finish_reason": reason}],
-        "usage": _usage(_prompt_words(body), _output_words(step)),
+        "usage": _usage(_prompt_words(body), _output_words(step), cached_tokens),
     }
 
 
