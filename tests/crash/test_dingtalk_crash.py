@@ -18,7 +18,7 @@ import yaml
 
 from backend.channels.dingtalk.outbound import MAX_CHARS, dingtalk_chunks
 from tests.crash import ServerFiles, TallyProcess, query, write_config
-from tests.fakes import Text
+from tests.fakes import Text, last_user_text
 from tests.fakes.dingtalk_server import FakeDingTalkServer
 from tests.fakes.openai_server import FakeOpenAIServer
 from tests.invariants import check_invariants
@@ -114,7 +114,7 @@ def test_kill_while_a_robot_replies_then_restart_sends_the_reply_exactly_once(
     assert [(s.via, s.target) for s in sent] == expected
     assert len(after) == len(chunks) + 1
     assert (after[-1].via, after[-1].text) == ("session", "ok: and now?")
-    assert [r.body["messages"][-1]["content"] for r in upstream.requests] == [
+    assert [last_user_text(r.body) for r in upstream.requests] == [
         "hello robot",
         "and now?",
     ]  # the stored reply was sent, not asked for again

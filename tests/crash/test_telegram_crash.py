@@ -16,7 +16,7 @@ import yaml
 
 from backend.channels.telegram.format import telegram_chunks
 from tests.crash import ServerFiles, TallyProcess, query, write_config
-from tests.fakes import Text
+from tests.fakes import Text, last_user_text
 from tests.fakes.openai_server import FakeOpenAIServer
 from tests.fakes.telegram_server import FakeTelegramServer
 from tests.invariants import check_invariants
@@ -85,7 +85,7 @@ def test_kill_while_a_bot_replies_then_restart_sends_the_reply_exactly_once(
 
     assert "".join(m.text for m in sent) == reply  # every word, once, in order
     assert after[-1].text == "ok: and now?"
-    assert [r.body["messages"][-1]["content"] for r in upstream.requests] == [
+    assert [last_user_text(r.body) for r in upstream.requests] == [
         "hello bot",
         "and now?",
     ]  # the stored reply was sent, not asked for again

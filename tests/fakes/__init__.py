@@ -151,16 +151,24 @@ def count_words(value: object) -> int:
     return 0
 
 
+TURN_CONTEXT = "<turn-context>"  # what Tally adds after the user's words (the time, memory)
+
+
 def last_user_text(body: Any) -> str:
-    """The text of the last user message with text, in either vendor's message shape."""
+    """The text of the last user message with text, in either vendor's message shape: what
+    the user wrote, without the context Tally adds after it."""
     messages = body.get("messages", []) if isinstance(body, dict) else []
     for message in reversed(messages):
         if message.get("role") != "user":
             continue
         content = message.get("content")
         if isinstance(content, str):
-            return content
-        texts = [p.get("text", "") for p in content or [] if p.get("type") == "text"]
+            return content.split(f"\n\n{TURN_CONTEXT}")[0]
+        texts = [
+            p.get("text", "")
+            for p in content or []
+            if p.get("type") == "text" and not p.get("text", "").startswith(TURN_CONTEXT)
+        ]
         if texts:
             return " ".join(texts)
     return ""
