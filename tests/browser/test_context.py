@@ -17,8 +17,9 @@ from tests.browser.harness import Tally, last_reply, running_tally, send, wait_f
 # The shared browser lives in the session's event loop (see harness.py).
 pytestmark = pytest.mark.asyncio(loop_scope="session")
 
-# A model with a 720-token budget (920 minus 200 for the reply). A turn of these notes takes
+# A model with a 780-token budget (980 minus 200 for the reply). A turn of these notes takes
 # about a fifth of it: the third turn passes the 70 % line, the fifth the 95 % one.
+BUDGET = 780
 NOTES = (
     "Garden log, week twelve. The tomatoes by the south wall have set their first trusses, "
     "and the basil planted between them is finally bushing out. The courgettes are flowering, "
@@ -45,7 +46,7 @@ async def small_tally(
         model={
             "provider": "m",
             "name": "gpt-4o-mini",
-            "context_window": 920,
+            "context_window": BUDGET + 200,
             "max_output_tokens": 200,
         },
         tools={"enabled": []},
@@ -94,7 +95,7 @@ async def test_context_gauge_shows_the_last_turn_and_warns_near_the_limits(
     percent = int((await gauge.locator(".gauge-label").inner_text()).rstrip("%"))
     assert 70 <= percent < 95
     title = await gauge.get_attribute("title")
-    assert title is not None and "of 720 tokens" in title and f"({percent}%)" in title
+    assert title is not None and f"of {BUDGET} tokens" in title and f"({percent}%)" in title
     warn_colour = await gauge_colour(page)
     await page.mouse.move(0, 0)
     await tally.screenshot(page, "context-gauge-warn")
@@ -161,7 +162,7 @@ async def test_compaction_shows_a_marker_live_and_after_reload(
     )
     assert counts is not None
     before, after = (int(count.replace(",", "")) for count in counts.groups())
-    assert before > 720 * 0.95 >= after
+    assert before > BUDGET * 0.95 >= after
     assert "older messages were left out" in (await marker.get_attribute("title") or "")
     await expect(last_reply(page).locator(".md")).to_have_text(
         "Noted, with the oldest notes left out."
