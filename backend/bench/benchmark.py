@@ -6,6 +6,12 @@ driver (`bench/driver.py`, httpx2) warms it up, waits until it is idle, measures
 it is idle again (background work after the reply counts). Seeded sessions get one unmeasured
 turn first, reported on a line of its own. The report goes to stdout and bench/out/latest.json.
 
+Scale (backend/bench/scale.py has the targets): (d) 64 sessions × 20 turns at once; (e) a
+session holding 100,000 messages, seeded straight into SQLite as Tally's evictions leave a long
+session (all but the window archived, memory distilled, a summary), then 50 turns; (f) 1,000
+SSE turns opened at once, each on a session of its own, while the fake model takes 30 s per
+reply. The bench raises its open-file limit to the hard limit, for its servers to inherit.
+
 `--workers N` measures several workers instead: `tally serve --workers W` for W = 1 … N on the
 config's PostgreSQL server (a scratch database per run, dropped after) and its Redis, at 8 and
 64 concurrent sessions.
@@ -15,6 +21,8 @@ Environment:
                           endpoint) through the non-stream scenarios; print Tally/floor ratios
   TALLY_BENCH_PIN=1       server on CPU 0, upstream and driver on CPU 1 (taskset); steadier
   TALLY_BENCH_REPEATS=N   run everything N times, alternating the target order; report medians
+  TALLY_BENCH_ONLY=KEYS   only these scenarios, by letter: TALLY_BENCH_ONLY=d,e,f
+  TALLY_BENCH_OUT=FILE    save the JSON report there instead of bench/out/latest.json
 """
 
 from __future__ import annotations
@@ -35,13 +43,17 @@ from typing import Any
 
 from backend.bench.prompt_bench import measure_prompt_build
 from backend.bench.report import SEED_MESSAGES, build_report, progress, render
+from backend.bench.scale import ARCHIVED_MESSAGES, raise_open_files_limit
 from backend.bench.scratch_database import scratch_database
-from backend.settings import Settings
+from backend.settings import MemorySettings, Settings
 
 ROOT = Path(__file__).resolve().parents[2]
 BENCH = ROOT / "bench"
 OUT = BENCH / "out" / "latest.json"
 HOST = "127.0.0.1"  # loopback only: every URL is built from this
+WINDOW = 50  # persona.max_history_messages of the bench's config
+# What the window holds right after an eviction: the seeded history of scenario e starts so.
+WINDOW_AFTER_EVICTION = WINDOW - MemorySettings().overflow_batch
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,6 +65,8 @@ class Scenario:
     seed: int = 0
     stream: bool = False
     workers: int = 0  # `tally serve --workers`, on PostgreSQL; 0: one process on SQLite
+    archive_keep: int = 0  # seeded: all but the newest N messages archived, as after evictions
+    reply_s: float = 0  # the fake model's time per measured reply
 
 
 class BenchError(Exception):
@@ -68,7 +82,27 @@ def scenarios(is_quick: bool) -> list[Scenario]:
         Scenario("b", f"b: 8 × {b} concurrent", 8, b),
         Scenario("c", f"c: {history}, 1 × {c}", 1, c, SEED_MESSAGES),
         Scenario("c-sse", f"c: {history}, 1 × {c}, SSE", 1, c, SEED_MESSAGES, stream=True),
+        *scale_scenarios(is_quick),
     ]
+
+
+def scale_scenarios(is_quick: bool) -> list[Scenario]:
+    sessions, turns = (8, 3) if is_quick else (64, 20)
+    seeded, long_turns = (10_000, 3) if is_quick else (ARCHIVED_MESSAGES, 50)
+    streams, reply_s = (20, 1.0) if is_quick else (1_000, 30.0)
+    long_label = f"e: {seeded:,} seeded, 1 × {long_turns}"
+    streams_label = f"f: {streams:,} SSE streams at once, {reply_s:g} s replies"
+    return [
+        Scenario("d", f"d: {sessions} × {turns} concurrent", sessions, turns),
+        Scenario("e", long_label, 1, long_turns, seeded, archive_keep=WINDOW_AFTER_EVICTION),
+        Scenario("f", streams_label, streams, 1, stream=True, reply_s=reply_s),
+    ]
+
+
+def chosen_scenarios(every: list[Scenario], only: str) -> list[Scenario]:
+    """`TALLY_BENCH_ONLY` (letters, comma-separated) applied; all of them when it is empty."""
+    letters = {part.strip() for part in only.split(",") if part.strip()}
+    return [s for s in every if not letters or s.key.split("-")[0] in letters]
 
 
 def workers_scenarios(is_quick: bool, workers: int) -> list[Scenario]:
@@ -119,9 +153,20 @@ def run_benchmark(settings: Settings, *, is_quick: bool, workers: int = 0) -> in
     if pin and (shutil.which("taskset") is None or (os.cpu_count() or 1) < 2):
         print("tally bench: TALLY_BENCH_PIN needs taskset and 2 CPUs; not pinning", file=sys.stderr)
         pin = False
+    every = workers_scenarios(is_quick, workers) if workers else scenarios(is_quick)
+    chosen = chosen_scenarios(every, os.environ.get("TALLY_BENCH_ONLY") or "")
+    if not chosen:
+        print(
+            "tally bench: TALLY_BENCH_ONLY names no scenario (letters: a,b,c,d,e,f)",
+            file=sys.stderr,
+        )
+        return 2
+    files_problem = raise_open_files_limit(max(scenario.sessions for scenario in chosen))
+    if files_problem:
+        print(f"tally bench: warning: {files_problem}", file=sys.stderr)
+    out = Path(os.environ.get("TALLY_BENCH_OUT") or OUT)
     previous = signal.signal(signal.SIGTERM, _interrupt)
     procs = Processes(pin, settings)
-    chosen = workers_scenarios(is_quick, workers) if workers else scenarios(is_quick)
     runs: list[dict[str, Any]] = []
     try:
         up_url = procs.start_upstream()
@@ -148,9 +193,9 @@ def run_benchmark(settings: Settings, *, is_quick: bool, workers: int = 0) -> in
     report = build_report(runs, is_quick=is_quick, pinned=pin, repeats=repeats)
     report["prompt_build"] = measure_prompt_build()
     print(render(report))
-    OUT.parent.mkdir(parents=True, exist_ok=True)
-    OUT.write_text(json.dumps(report, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
-    print(f"\nSaved to {OUT}")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(report, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    print(f"\nSaved to {out}")
     return 1 if any(run["failed"] for run in runs) else 0
 
 
@@ -195,9 +240,11 @@ class Processes:
         self.running[name] = proc
         return proc
 
-    def start_upstream(self) -> str:
+    def start_upstream(self, *, record: bool = False) -> str:
+        """The fake upstream; with `record`, it keeps every chat request body (GET /requests)."""
         port = free_port()
         cmd = [sys.executable, str(BENCH / "upstream.py"), "--port", str(port)]
+        cmd += ["--record"] if record else []
         self.wait_port("upstream", self.start("upstream", cmd, cpu="1"), port)
         return f"http://{HOST}:{port}"
 
@@ -249,6 +296,8 @@ class Processes:
             drive += ["--upstream", up_url, "--pid", str(server.pid), "--db", str(db)]
             drive += ["--sessions", str(scenario.sessions), "--turns", str(scenario.turns)]
             drive += ["--seed", str(scenario.seed)] + (["--stream"] if scenario.stream else [])
+            drive += ["--archive-keep", str(scenario.archive_keep)]
+            drive += ["--reply-s", str(scenario.reply_s)]
             driver = self.start(f"{run}-driver", drive, cpu="1", stdout=subprocess.PIPE)
             out, _ = driver.communicate()
             self.running.pop(f"{run}-driver")
@@ -306,7 +355,7 @@ def tally_config(database_url: str, up_url: str) -> dict[str, Any]:
             "fake": {"kind": "openai_compatible", "base_url": f"{up_url}/v1", "max_retries": 0}
         },
         "model": {"provider": "fake", "name": "fake-model"},
-        "persona": {"max_history_messages": 50},
+        "persona": {"max_history_messages": WINDOW},
         "tools": {"enabled": ["now"]},
         "prompts_dir": str(ROOT / "prompts"),
     }

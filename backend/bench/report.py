@@ -1,4 +1,5 @@
-"""The `tally bench` report: medians over repeats, Tally ÷ floor ratios, Markdown."""
+"""The `tally bench` report: medians over repeats, Tally ÷ floor ratios, the scale targets,
+Markdown."""
 
 from __future__ import annotations
 
@@ -7,6 +8,8 @@ import platform
 import statistics
 from datetime import UTC, datetime
 from typing import Any
+
+from backend.bench.scale import scale_checks
 
 SEED_MESSAGES = 10_000
 
@@ -22,6 +25,10 @@ MEDIAN_METRICS = (
     "driver_cpu_util",
     "first_turn_cpu_ms",  # seeded scenarios: the unmeasured first turn, drain included
     "first_turn_llm_calls",
+    "start_rss_mb",  # the server's RSS when the measured phase began
+    "wall_s",
+    "first_byte_p50_ms",  # streamed: until the response began
+    "first_byte_p99_ms",
 )
 RATIO_METRICS = {
     "turns_per_s": "turns/s",
@@ -64,6 +71,7 @@ def build_report(
         "results": results,
         "overhead_growth": growth,
         "tally_vs_floor": ratios,
+        "scale": scale_checks(find),
         "runs": runs,
     }
 
@@ -105,7 +113,7 @@ def _fmt(value: float | None, digits: int = 1, suffix: str = "") -> str:
 
 def progress(r: dict[str, Any]) -> str:
     return (
-        f"  {r['target']:5} {r['label']:36} {r['turns_per_s']:6.1f} turns/s, "
+        f"  {r['target']:5} {r['label']:44} {r['turns_per_s']:6.1f} turns/s, "
         f"CPU {_fmt(r['cpu_ms_per_turn'])} ms/turn, {r['failed']} failed"
     )
 
@@ -138,7 +146,7 @@ def render(report: dict[str, Any]) -> str:
     first = [r for r in report["results"] if r["first_turn_cpu_ms"] is not None]
     if first:
         costs = ", ".join(
-            f"{r['target']}{' SSE' if r['scenario'].endswith('sse') else ''} "
+            f"{r['target']} {r['scenario'].replace('-sse', ' SSE')} "
             f"{_fmt(r['first_turn_cpu_ms'], 0)} ms CPU and {_fmt(r['first_turn_llm_calls'], 0)} "
             "LLM calls"
             for r in first
@@ -151,6 +159,14 @@ def render(report: dict[str, Any]) -> str:
         for q in report["tally_vs_floor"]:
             cells = " | ".join(_fmt(q[metric], 2, "×") for metric in RATIO_METRICS)
             lines.append(f"| {q['label']} | {cells} |")
+    if report.get("scale"):
+        lines += ["", "Scale targets:", "", "| scenario | figure | measured | target | met |"]
+        lines += ["|---|---|---:|---:|---|"]
+        for row in report["scale"]:
+            met = {True: "yes", False: "**no**", None: ""}[row["is_met"]]
+            lines.append(
+                f"| {row['label']} | {row['figure']} | {row['value']} | {row['target']} | {met} |"
+            )
     build = report["prompt_build"]
     lines += [
         "",
