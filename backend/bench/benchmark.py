@@ -21,7 +21,8 @@ Environment:
                           endpoint) through the non-stream scenarios; print Tally/floor ratios
   TALLY_BENCH_PIN=1       server on CPU 0, upstream and driver on CPU 1 (taskset); steadier
   TALLY_BENCH_REPEATS=N   run everything N times, alternating the target order; report medians
-  TALLY_BENCH_ONLY=KEYS   only these scenarios, by letter: TALLY_BENCH_ONLY=d,e,f
+  TALLY_BENCH_ONLY=KEYS   only these scenarios, by letter: TALLY_BENCH_ONLY=d,e,f (p: the
+                          reusable prefix, backend/bench/prefix_bench.py)
   TALLY_BENCH_OUT=FILE    save the JSON report there instead of bench/out/latest.json
 """
 
@@ -41,10 +42,11 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
+from backend.bench.prefix_bench import QUICK, PrefixRun, measure_prefix
 from backend.bench.prompt_bench import measure_prompt_build
 from backend.bench.report import SEED_MESSAGES, build_report, progress, render
-from backend.bench.scale import ARCHIVED_MESSAGES, raise_open_files_limit
-from backend.bench.scratch_database import scratch_database
+from backend.bench.scale import ARCHIVED_MESSAGES, raise_bench_files_limit
+from backend.bench.scratch_database import scratch_database, workers_problem
 from backend.settings import MemorySettings, Settings
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -120,17 +122,6 @@ def workers_scenarios(is_quick: bool, workers: int) -> list[Scenario]:
     ]
 
 
-def workers_problem(settings: Settings) -> str | None:
-    if settings.database.url.startswith("sqlite"):
-        return (
-            f"--workers needs PostgreSQL: set database.url in {settings.source} (the bench makes "
-            "a scratch database on that server for each run and drops it after)"
-        )
-    if settings.coordination.redis_url is None:
-        return f"--workers needs coordination.redis_url in {settings.source}"
-    return None
-
-
 def run_benchmark(settings: Settings, *, is_quick: bool, workers: int = 0) -> int:
     """Measure every scenario, print the report and save it as JSON; 1 if any turn failed.
     The bench writes its own config around the fake upstream; with `workers`, it takes the
@@ -154,20 +145,23 @@ def run_benchmark(settings: Settings, *, is_quick: bool, workers: int = 0) -> in
         print("tally bench: TALLY_BENCH_PIN needs taskset and 2 CPUs; not pinning", file=sys.stderr)
         pin = False
     every = workers_scenarios(is_quick, workers) if workers else scenarios(is_quick)
-    chosen = chosen_scenarios(every, os.environ.get("TALLY_BENCH_ONLY") or "")
-    if not chosen:
+    only = os.environ.get("TALLY_BENCH_ONLY") or ""
+    chosen = chosen_scenarios(every, only)
+    wants_prefix = not workers and (not only or "p" in only.split(","))
+    if not chosen and not wants_prefix:
         print(
-            "tally bench: TALLY_BENCH_ONLY names no scenario (letters: a,b,c,d,e,f)",
+            "tally bench: TALLY_BENCH_ONLY names no scenario (letters: a,b,c,d,e,f,p)",
             file=sys.stderr,
         )
         return 2
-    files_problem = raise_open_files_limit(max(scenario.sessions for scenario in chosen))
+    files_problem = raise_bench_files_limit(max(scenario.sessions for scenario in chosen or every))
     if files_problem:
         print(f"tally bench: warning: {files_problem}", file=sys.stderr)
     out = Path(os.environ.get("TALLY_BENCH_OUT") or OUT)
     previous = signal.signal(signal.SIGTERM, _interrupt)
     procs = Processes(pin, settings)
     runs: list[dict[str, Any]] = []
+    prefix: list[dict[str, Any]] = []
     try:
         up_url = procs.start_upstream()
         pairs = 0  # the order of Tally and the floor alternates from pair to pair (ABBA)
@@ -181,6 +175,14 @@ def run_benchmark(settings: Settings, *, is_quick: bool, workers: int = 0) -> in
                     run = procs.measure(name, scenario, up_url, floor_dir)
                     runs.append({"repeat": repeat + 1, **run})
                     print(progress(runs[-1]), file=sys.stderr, flush=True)
+        if wants_prefix:
+            prefix = measure_prefix(
+                lambda: procs.start_upstream(record=True, name="recording-upstream"),
+                (lambda up: procs.start_floor("prefix-floor", up, floor_dir))
+                if floor_dir
+                else None,
+                QUICK if is_quick else PrefixRun(),
+            )
     except KeyboardInterrupt:
         print("tally bench: interrupted", file=sys.stderr)
         return 130
@@ -192,6 +194,7 @@ def run_benchmark(settings: Settings, *, is_quick: bool, workers: int = 0) -> in
         signal.signal(signal.SIGTERM, previous)
     report = build_report(runs, is_quick=is_quick, pinned=pin, repeats=repeats)
     report["prompt_build"] = measure_prompt_build()
+    report["prefix"] = prefix
     print(render(report))
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(report, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
@@ -240,13 +243,25 @@ class Processes:
         self.running[name] = proc
         return proc
 
-    def start_upstream(self, *, record: bool = False) -> str:
+    def start_upstream(self, *, record: bool = False, name: str = "upstream") -> str:
         """The fake upstream; with `record`, it keeps every chat request body (GET /requests)."""
         port = free_port()
         cmd = [sys.executable, str(BENCH / "upstream.py"), "--port", str(port)]
         cmd += ["--record"] if record else []
-        self.wait_port("upstream", self.start("upstream", cmd, cpu="1"), port)
+        self.wait_port(name, self.start(name, cmd, cpu="1"), port)
         return f"http://{HOST}:{port}"
+
+    def start_floor(self, run: str, up_url: str, floor_dir: str) -> str:
+        """The floor app on a database of its own, talking to `up_url`; its URL."""
+        server, port = self._floor(run, up_url, floor_dir)
+        self.wait_port(run, server, port)
+        return f"http://{HOST}:{port}"
+
+    def _floor(self, run: str, up_url: str, floor_dir: str) -> tuple[subprocess.Popen[bytes], int]:
+        port = free_port()
+        env = {"FLOOR_DB_PATH": str(self.tmp / f"{run}.db"), "LLM_BASE_URL": f"{up_url}/v1"}
+        cmd = [sys.executable, str(Path(floor_dir) / "floor_app.py"), "--port", str(port)]
+        return self.start(run, cmd, cpu="0", env=env), port
 
     def measure(
         self, name: str, scenario: Scenario, up_url: str, floor_dir: str | None
@@ -256,10 +271,7 @@ class Processes:
         run = f"{self.count:02d}-{name}-{scenario.key}"
         db = self.tmp / f"{run}.db"
         if name == "floor" and floor_dir:
-            port = free_port()
-            env = {"FLOOR_DB_PATH": str(db), "LLM_BASE_URL": f"{up_url}/v1"}
-            cmd = [sys.executable, str(Path(floor_dir) / "floor_app.py"), "--port", str(port)]
-            server = self.start(run, cmd, cpu="0", env=env)
+            server, port = self._floor(run, up_url, floor_dir)
             return self.drive(run, name, server, port, scenario, up_url, db)
         if not scenario.workers:
             config = tally_config(f"sqlite+aiosqlite:///{db}", up_url)

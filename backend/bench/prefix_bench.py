@@ -111,11 +111,26 @@ def summarize(shares: list[float], run: PrefixRun) -> dict[str, Any]:
     steady = shares[run.window // 2 :] or [0.0]
     return {
         "turns": len(shares) + 1,
+        "window": run.window,
+        "batch": run.batch,
         "steady_turns": len(steady),
         "reusable_prefix_median": statistics.median(steady),
         "reusable_prefix_mean": statistics.fmean(steady),
         "turns_reusing_85": sum(share >= 0.85 for share in steady),
     }
+
+
+def measure_prefix(
+    start_upstream: Callable[[], str],
+    start_floor: Callable[[str], str] | None,
+    run: PrefixRun,
+) -> list[dict[str, Any]]:
+    """Tally in both protocols, then the floor (when given), against a recording upstream."""
+    up_url = start_upstream()
+    figures = [measure_tally(up_url, protocol, run) for protocol in ("openai", "anthropic")]
+    if start_floor is not None:
+        figures.append(measure_floor(up_url, start_floor(up_url), run))
+    return figures
 
 
 # ---- Tally --------------------------------------------------------------------------------

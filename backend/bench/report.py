@@ -167,6 +167,7 @@ def render(report: dict[str, Any]) -> str:
             lines.append(
                 f"| {row['label']} | {row['figure']} | {row['value']} | {row['target']} | {met} |"
             )
+    lines += _prefix_lines(report.get("prefix") or [])
     build = report["prompt_build"]
     lines += [
         "",
@@ -184,3 +185,35 @@ def render(report: dict[str, Any]) -> str:
     if errors:
         lines += ["", "First failures:", *(f"- {e}" for e in errors[:10])]
     return "\n".join(lines)
+
+
+def _prefix_lines(prefix: list[dict[str, Any]]) -> list[str]:
+    if not prefix:
+        return []
+    first = prefix[0]
+    lines = [
+        "",
+        f"Reusable prefix: one session of {first['turns']} turns at window {first['window']} / "
+        f"batch {first['batch']}, the clock two minutes a turn; "
+        f"the share of each request's tokens equal to a prefix of the request before, over the "
+        f"{first['steady_turns']} turns after the window first filled:",
+        "",
+        "| target | protocol | median | mean | turns ≥ 85 % | cached ÷ prompt tokens "
+        "| cache writes |",
+        "|---|---|---:|---:|---:|---:|---:|",
+    ]
+    for row in prefix:
+        prompt, cached = row.get("prompt_tokens"), row.get("cached_tokens")
+        billed = f"{cached:,} ÷ {prompt:,} ({cached / prompt:.0%})" if prompt else "–"
+        writes = f"{row['cache_write_tokens']:,}" if prompt else "–"
+        lines.append(
+            f"| {row['target']} | {row['protocol']} | {row['reusable_prefix_median']:.1%} "
+            f"| {row['reusable_prefix_mean']:.1%} "
+            f"| {row['turns_reusing_85']} of {row['steady_turns']} | {billed} | {writes} |"
+        )
+    lines += [
+        f"The mean counts the eviction turns (one in {first['batch'] // 2}): the window's start "
+        "moves, and only the start of the system prompt can be reused then. The floor's window "
+        "is its last 50 messages.",
+    ]
+    return lines

@@ -7,9 +7,10 @@ is reported, not an error (failed turns are: they make `tally bench` exit 1).
 
 from __future__ import annotations
 
-import resource
 from collections.abc import Callable
 from typing import Any
+
+from backend.open_files import raise_open_files_limit
 
 ARCHIVED_MESSAGES = 100_000  # scenario e's stored history, all but the window archived
 MAX_GROWTH = 1.2  # e's CPU per turn ÷ a fresh session's (a)
@@ -19,13 +20,10 @@ MAX_STREAM_RSS_MB = 300.0  # f: the server's peak RSS with every stream open
 FILES_PER_STREAM = 2
 
 
-def raise_open_files_limit(streams: int) -> str | None:
+def raise_bench_files_limit(streams: int) -> str | None:
     """Raise this process's soft open-file limit to the hard one (the bench's servers inherit
     it); what is wrong if the hard limit cannot carry `streams`, else None."""
-    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    wanted = max(soft, 65_536) if hard == resource.RLIM_INFINITY else hard
-    if soft < wanted:
-        resource.setrlimit(resource.RLIMIT_NOFILE, (wanted, hard))
+    wanted = raise_open_files_limit()
     needed = streams * FILES_PER_STREAM + 256
     if wanted < needed:
         return (

@@ -1,5 +1,6 @@
-"""A PostgreSQL database of the bench's own, made beside the configured one and dropped after:
-each workers scenario starts empty, and the operator's data is never touched."""
+"""`tally bench --workers`: what it needs from the config, and a PostgreSQL database of the
+bench's own, made beside the configured one and dropped after: each workers scenario starts
+empty, and the operator's data is never touched."""
 
 from __future__ import annotations
 
@@ -11,6 +12,8 @@ from contextlib import contextmanager
 from sqlalchemy import text
 from sqlalchemy.engine import make_url
 from sqlalchemy.ext.asyncio import create_async_engine
+
+from backend.settings import Settings
 
 
 @contextmanager
@@ -31,3 +34,14 @@ async def _execute(url: str, statement: str) -> None:
             await conn.execute(text(statement))
     finally:
         await engine.dispose()
+
+
+def workers_problem(settings: Settings) -> str | None:
+    if settings.database.url.startswith("sqlite"):
+        return (
+            f"--workers needs PostgreSQL: set database.url in {settings.source} (the bench makes "
+            "a scratch database on that server for each run and drops it after)"
+        )
+    if settings.coordination.redis_url is None:
+        return f"--workers needs coordination.redis_url in {settings.source}"
+    return None

@@ -17,6 +17,7 @@ import sys
 from collections.abc import Mapping
 from pathlib import Path
 
+from backend.open_files import raise_open_files_limit
 from backend.settings import Settings
 
 log = logging.getLogger("tally")
@@ -48,10 +49,11 @@ def run_server(
         database = settings.database.model_copy(update={"processes": workers})
         settings = settings.model_copy(update={"database": database})
     asyncio.run(check_settings(settings))
+    open_files = raise_open_files_limit()  # workers inherit it
     options = {"log_level": "info", "access_log": False, **uvicorn_options(settings)}
     where = (server.host, server.port, settings.database.url.split("://")[0])
     if workers == 1:
-        log.info("serving on http://%s:%s (database %s)", *where)
+        log.info("serving on http://%s:%s (database %s, %s open files)", *where, open_files)
         uvicorn.run(create_app(settings), host=server.host, port=server.port, **options)
         return 0
     _prepare_workers(settings, listen)
