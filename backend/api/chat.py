@@ -3,6 +3,7 @@ dropped connection (`GET /api/chat/turns/{turn_id}/events` with `Last-Event-ID`)
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncGenerator
 from typing import Annotated
 
@@ -61,16 +62,21 @@ async def send(
         )
     )
     if body.stream:
+        keepalive_s = services.settings.server.sse_keepalive_s
         events = events_until_revoked(handle, watch)
-        # Wait for the turn to start, so a refusal (unknown session, quota) is an HTTP error.
-        first = await anext(events)
-        if isinstance(first, TurnFailed):
+        # Wait for the turn to start, so a refusal (unknown session, quota) is an HTTP error;
+        # but no longer than a keep-alive: a turn queued behind another of its session, or on
+        # a busy server, starts its stream (with keep-alive comments) before a proxy gives up.
+        first = asyncio.ensure_future(anext(events))
+        await asyncio.wait({first}, timeout=keepalive_s)
+        refusal = first.result() if first.done() else None
+        if isinstance(refusal, TurnFailed):
             await events.aclose()
-            return failure_response(first)
+            return failure_response(refusal)
         relay = relays.start(tenant_id, handle.turn_id, _chain(first, events), handle.cancel)
         return event_stream(
             relay.follow(0),
-            keepalive_s=services.settings.server.sse_keepalive_s,
+            keepalive_s=keepalive_s,
             on_disconnect=lambda: relays.client_gone(relay),
         )
     end = await result_unless_revoked(handle, watch)
@@ -108,13 +114,16 @@ def _send_response(end: TurnCompleted) -> SendResponse:
 
 
 async def _chain(
-    first: TurnEvent, events: AsyncGenerator[TurnEvent, None]
+    first: asyncio.Future[TurnEvent], events: AsyncGenerator[TurnEvent, None]
 ) -> AsyncGenerator[TurnEvent, None]:
     try:
-        yield first
+        yield await first
         async for event in events:
             yield event
     finally:
+        if not first.done():  # closed before the turn started: `events` is still running
+            first.cancel()
+            await asyncio.wait({first})
         await events.aclose()  # events_until_revoked's key watch with it
 
 
