@@ -1,27 +1,23 @@
 """The OpenAI chat-completions wire protocol, spoken by OpenAI, DeepSeek, Qwen, Ollama, vLLM...
 
-SDK types stop at this module: requests go out as the SDK's TypedDicts and chunks come back as
-domain events. Retries are ours (`resilience.py`), so the SDK's own are switched off.
+SDK types stop at this module: requests go out as the SDK's TypedDicts, and answers come back as
+plain JSON (`openai_stream.py` decodes a stream) that this module folds into domain events. The
+SDK still sends the request and raises its errors; it no longer builds a model object per chunk,
+which cost more CPU than the rest of a streamed turn. Retries are ours (`resilience.py`), so the
+SDK's own are switched off.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import AsyncIterator
+from contextlib import aclosing
 from dataclasses import dataclass, field
 from typing import Any
 
 import httpx2
 import openai
-from openai import AsyncStream
 from openai._types import RequestOptions  # the type of `post(options=...)`
-from openai.types import CompletionUsage
-from openai.types.chat import (
-    ChatCompletion,
-    ChatCompletionChunk,
-    ChatCompletionMessage,
-)
-from openai.types.chat.chat_completion_chunk import ChoiceDelta, ChoiceDeltaToolCall
 
 from backend.domain.events import (
     Finished,
@@ -39,6 +35,7 @@ from backend.errors import EmptyReply, ProviderBadResponse, ProviderError
 from backend.providers.endpoints import DEFAULT_BASE_URLS, Endpoint
 from backend.providers.failures import status_error, transport_error, vendor_message
 from backend.providers.openai_request import request_body
+from backend.providers.openai_stream import event_payloads
 from backend.providers.resilience import parse_retry_after
 from backend.settings import ProviderSettings
 
@@ -51,6 +48,8 @@ REASONING_FIELDS = ("reasoning_content", "reasoning")
 
 COMPLETIONS_PATH = "/chat/completions"
 AUTHENTICATED: RequestOptions = {"security": {"bearer_auth": True}}
+# What `json.loads` raises for an answer that is not JSON, or not UTF-8.
+UNPARSABLE = (json.JSONDecodeError, UnicodeDecodeError)
 
 
 class OpenAICompatibleProvider:
@@ -76,28 +75,27 @@ class OpenAICompatibleProvider:
             prompt_cache_key=self._prompt_cache_key,
         )
         try:
-            if not request.stream:  # nobody watches tokens arrive: one parse, not one per chunk
-                completion = await self._client.post(
-                    COMPLETIONS_PATH, cast_to=ChatCompletion, body=body, options=AUTHENTICATED
+            if not request.stream:  # nobody watches tokens arrive: one reply, not a stream
+                response = await self._client.post(
+                    COMPLETIONS_PATH, cast_to=httpx2.Response, body=body, options=AUTHENTICATED
                 )
                 has_response = True
-                events = reply.feed_completion(completion)
+                events = reply.feed_completion(json.loads(response.content))
             else:
-                chunks = await self._client.post(
+                response = await self._client.post(
                     COMPLETIONS_PATH,
-                    cast_to=ChatCompletion,
+                    cast_to=httpx2.Response,
                     body={**body, "stream": True, "stream_options": {"include_usage": True}},
                     options=AUTHENTICATED,
                     stream=True,
-                    stream_cls=AsyncStream[ChatCompletionChunk],
                 )
                 has_response = True
                 events = []
-                async with chunks:
+                async with aclosing(event_payloads(response)) as chunks:
                     async for chunk in chunks:
                         for event in reply.feed(chunk):
                             yield event
-        except (openai.OpenAIError, httpx2.HTTPError, json.JSONDecodeError) as exc:
+        except (openai.OpenAIError, httpx2.HTTPError, *UNPARSABLE) as exc:
             error = map_error(self.endpoint, exc, has_response=has_response, model=request.model)
             raise error from exc
         for event in [*events, *reply.finish()]:
@@ -153,8 +151,9 @@ class _PendingToolCall:
 
 @dataclass
 class _ReplyAssembly:
-    """Folds chunks into events: deltas pass through at once, tool calls are held until the
-    stream ends because their arguments arrive in pieces."""
+    """Folds answers (the JSON of chunks, or of one completion) into events: deltas pass through
+    at once, tool calls are held until the stream ends because their arguments arrive in pieces.
+    Nothing validated the JSON before: a shape this cannot use is a bad response, not a crash."""
 
     endpoint: Endpoint
     has_text: bool = False
@@ -163,82 +162,102 @@ class _ReplyAssembly:
     tool_calls: dict[int, _PendingToolCall] = field(default_factory=dict)
     reasoning: list[str] = field(default_factory=list)
 
-    def feed(self, chunk: ChatCompletionChunk) -> list[ProviderEvent]:
-        if chunk.usage is not None:
-            self.usage = usage_of(chunk.usage)
+    def feed(self, chunk: object) -> list[ProviderEvent]:
+        """One `chat.completion.chunk`."""
         events: list[ProviderEvent] = []
-        for choice in self._choices(chunk):
-            if choice.index != 0:  # we never ask for n > 1
+        for choice in self._choices(chunk, "a chunk"):
+            if choice.get("index", 0) != 0:  # we never ask for n > 1
                 continue
-            if choice.delta is None:
+            delta = choice.get("delta")
+            if not isinstance(delta, dict):
                 raise self._shapeless("a chunk's choice has no delta")
-            events.extend(self._delta(choice.delta))
-            if choice.finish_reason is not None:
-                self.finish_reason = choice.finish_reason
+            events.extend(self._message(delta, delta.get("tool_calls")))
+            self._finish_reason(choice)
         return events
 
-    def feed_completion(self, completion: ChatCompletion) -> list[ProviderEvent]:
-        """A whole (non-streamed) completion, as the events its stream would have given."""
-        if completion.usage is not None:
-            self.usage = usage_of(completion.usage)
-        events: list[ProviderEvent] = []
-        choices = self._choices(completion)
+    def feed_completion(self, completion: object) -> list[ProviderEvent]:
+        """A whole (non-streamed) `chat.completion`, as the events its stream would have given."""
+        choices = self._choices(completion, "the answer")
         if not choices:
             raise self._shapeless("the answer holds no choices")
-        for choice in choices[:1]:
-            message = choice.message
-            if message is None:
-                raise self._shapeless("the answer's choice has no message")
-            reasoning = _reasoning_text(message)
-            if reasoning:
-                self.reasoning.append(reasoning)
-                events.append(ThinkingDelta(reasoning))
-            if message.content:
-                self.has_text = True
-                events.append(TextDelta(message.content))
-            for index, call in enumerate(message.tool_calls or ()):
-                if call.type == "function":
-                    pending = _PendingToolCall(call.id, call.function.name)
-                    pending.arguments.append(call.function.arguments)
-                    self.tool_calls[index] = pending
-            self.finish_reason = choice.finish_reason
+        choice = choices[0]
+        message = choice.get("message")
+        if not isinstance(message, dict):
+            raise self._shapeless("the answer's choice has no message")
+        calls = message.get("tool_calls") or []
+        if not isinstance(calls, list):
+            raise self._shapeless("its tool calls are not a list")
+        # Whole calls are pieces too: each one the only piece of its index.
+        pieces = [
+            {**call, "index": index}
+            for index, call in enumerate(calls)
+            if isinstance(call, dict) and call.get("type", "function") == "function"
+        ]
+        events = self._message(message, pieces)
+        self._finish_reason(choice)
         return events
 
-    def _choices(self, answer: ChatCompletion | ChatCompletionChunk) -> list[Any]:
-        """The answer's choices. The SDK builds answers without validating them, so a
-        shape-valid reply may lack them: that is a bad response, not a crash."""
-        choices = getattr(answer, "choices", None)
+    def _choices(self, answer: object, what: str) -> list[dict[str, Any]]:
+        """The answer's choices, after taking its usage."""
+        if not isinstance(answer, dict):
+            raise self._shapeless(f"{what} is not a JSON object")
+        usage = answer.get("usage")
+        if usage is not None:
+            if not isinstance(usage, dict):
+                raise self._shapeless("its usage is not an object")
+            self.usage = usage_of(usage)
+        choices = answer.get("choices")
         if choices is None:
             return []
         if not isinstance(choices, list):
             raise self._shapeless("its choices are not a list")
+        if not all(isinstance(choice, dict) for choice in choices):
+            raise self._shapeless("its choices are not objects")
         return choices
+
+    def _finish_reason(self, choice: dict[str, Any]) -> None:
+        reason = choice.get("finish_reason")
+        if reason is not None:
+            if not isinstance(reason, str):
+                raise self._shapeless("its finish reason is not a string")
+            self.finish_reason = reason
 
     def _shapeless(self, what: str) -> ProviderBadResponse:
         return ProviderBadResponse(self.endpoint.provider, what, url=self.endpoint.url)
 
-    def _delta(self, delta: ChoiceDelta) -> list[ProviderEvent]:
+    def _message(self, message: dict[str, Any], tool_calls: object) -> list[ProviderEvent]:
+        """A delta, or a whole message: both carry reasoning, text and tool call pieces."""
         events: list[ProviderEvent] = []
-        reasoning = _reasoning_text(delta)
+        reasoning = _reasoning_text(message)
         if reasoning:
             self.reasoning.append(reasoning)
             events.append(ThinkingDelta(reasoning))
-        if delta.content:
+        content = message.get("content")
+        if content and isinstance(content, str):
             self.has_text = True
-            events.append(TextDelta(delta.content))
-        for piece in delta.tool_calls or ():
-            self._tool_call_piece(piece)
+            events.append(TextDelta(content))
+        if tool_calls:
+            if not isinstance(tool_calls, list):
+                raise self._shapeless("its tool calls are not a list")
+            for piece in tool_calls:
+                self._tool_call_piece(piece)
         return events
 
-    def _tool_call_piece(self, piece: ChoiceDeltaToolCall) -> None:
-        pending = self.tool_calls.setdefault(piece.index, _PendingToolCall())
-        if piece.id:
-            pending.id = piece.id
-        if piece.function is not None:
-            if piece.function.name:
-                pending.name = piece.function.name
-            if piece.function.arguments:
-                pending.arguments.append(piece.function.arguments)
+    def _tool_call_piece(self, piece: object) -> None:
+        index = piece.get("index") if isinstance(piece, dict) else None
+        if not isinstance(piece, dict) or not isinstance(index, int):
+            raise self._shapeless("a tool call has no index")
+        pending = self.tool_calls.setdefault(index, _PendingToolCall())
+        call_id = piece.get("id")
+        if call_id and isinstance(call_id, str):
+            pending.id = call_id
+        function = piece.get("function")
+        if isinstance(function, dict):
+            name, arguments = function.get("name"), function.get("arguments")
+            if name and isinstance(name, str):
+                pending.name = name
+            if arguments and isinstance(arguments, str):
+                pending.arguments.append(arguments)
 
     def finish(self) -> list[ProviderEvent]:
         provider, url = self.endpoint.provider, self.endpoint.url
@@ -261,23 +280,31 @@ class _ReplyAssembly:
         return events
 
 
-def usage_of(reported: CompletionUsage) -> Usage:
-    """What the vendor billed. OpenAI says what its prompt cache served in
-    `prompt_tokens_details` (some gateways add cache writes there); DeepSeek says it as
-    `prompt_cache_hit_tokens`."""
-    details = reported.prompt_tokens_details
-    cached = details.cached_tokens if details is not None else None
+def usage_of(reported: dict[str, Any]) -> Usage:
+    """What the vendor billed, from a `usage` object. OpenAI says what its prompt cache served
+    in `prompt_tokens_details` (some gateways add cache writes there); DeepSeek says it as
+    `prompt_cache_hit_tokens`. A count that is not an integer counts as 0."""
+    details = reported.get("prompt_tokens_details")
+    if not isinstance(details, dict):
+        details = {}
+    cached = details.get("cached_tokens")
     if cached is None:
-        hit = (reported.model_extra or {}).get("prompt_cache_hit_tokens")
-        cached = hit if isinstance(hit, int) else 0
-    written = (details.cache_write_tokens if details is not None else None) or 0
-    return Usage(reported.prompt_tokens, reported.completion_tokens, cached, written)
+        cached = reported.get("prompt_cache_hit_tokens")
+    return Usage(
+        _count(reported.get("prompt_tokens")),
+        _count(reported.get("completion_tokens")),
+        _count(cached),
+        _count(details.get("cache_write_tokens")),
+    )
 
 
-def _reasoning_text(delta: ChoiceDelta | ChatCompletionMessage) -> str:
-    extra = delta.model_extra or {}
+def _count(value: object) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) else 0
+
+
+def _reasoning_text(message: dict[str, Any]) -> str:
     for name in REASONING_FIELDS:
-        value = extra.get(name)
+        value = message.get(name)
         if isinstance(value, str) and value:
             return value
     return ""
