@@ -127,6 +127,12 @@ class MemoryEntry:
         return FACT_SEPARATOR.join(f for n, f in enumerate(facts, 1) if n not in self.hidden_facts)
 
     @cached_property
+    def searchable(self) -> str:
+        """`current_content` case-folded, for search: once per parsed document (the stores keep
+        those), not once per entry and query."""
+        return self.current_content.casefold()
+
+    @cached_property
     def provenance(self) -> Provenance | None:
         return split_source(self.source)[1]
 

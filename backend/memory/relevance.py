@@ -34,7 +34,7 @@ def rank_entries(entries: Sequence[MemoryEntry], query: str, limit: int) -> list
     terms = search_terms(query)
     scored = []
     for position, entry in enumerate(entries):
-        content = entry.current_content.casefold()
+        content = entry.searchable
         matches = sum(1 for term in terms if term in content)
         if matches:
             scored.append((matches, entry.date, position, entry))
