@@ -30,7 +30,8 @@ from backend.api.limits import BodySizeLimit
 from backend.api.request_head import ANY_HOST, LOOPBACK_HOSTS, HostPolicy, RequestHeadCheck
 from backend.api.turn_relay import TurnRelays
 from backend.channels.bot_runner import run_bots
-from backend.composition import ADMIN_KEY_ENV, build_services, utc_now
+from backend.composition import ADMIN_KEY_ENV, build_services
+from backend.domain.clock import utc_now
 from backend.metrics import process_stopped
 from backend.providers.base import ChatProvider
 from backend.resources import frontend_dir

@@ -7,7 +7,7 @@ import os
 from collections.abc import AsyncIterator, Callable, Iterable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +35,7 @@ from backend.chat.turn import TurnRunner
 from backend.chat.turn_lock import SessionLocks
 from backend.chat.window import WindowPolicy
 from backend.coordination.choice import open_coordinator
+from backend.domain.clock import utc_now
 from backend.errors import ConfigError
 from backend.memory.base import MemoryStore
 from backend.memory.database_store import DatabaseMemoryStore
@@ -88,10 +89,6 @@ def build_summarizer(
     )
     models = [SummaryModel(own_provider, own.name), chat_model]
     return Summarizer(models, prompts, input_budget_tokens=budget), [own_provider]
-
-
-def utc_now() -> datetime:
-    return datetime.now(UTC)
 
 
 @asynccontextmanager
