@@ -20,7 +20,6 @@ from backend.chat.demo_summarizer import DemoSummarizer
 from backend.chat.failpoints import Failpoints
 from backend.chat.memory_context import MemoryContext
 from backend.chat.memory_health import MemoryHealth
-from backend.chat.memory_tools import MemorySearchTool, MemoryWriteTool
 from backend.chat.overflow import OverflowWorker
 from backend.chat.overflow_policy import OverflowPolicy
 from backend.chat.prompts import PromptRenderer, TemplateProblem
@@ -45,7 +44,7 @@ from backend.providers.base import ChatProvider
 from backend.providers.demo import DemoProvider
 from backend.providers.outcomes import ProviderOutcomes
 from backend.providers.registry import build_chat_provider
-from backend.settings import ModelSettings, Settings, tenant_settings
+from backend.settings import ModelSettings, Settings, layered_overrides, tenant_settings
 from backend.settings_errors import describe_problems
 from backend.storage.database import Database, open_database, pool_budget_problem
 from backend.storage.messages import MessageRepository
@@ -58,6 +57,7 @@ from backend.storage.usage import UsageRepository
 from backend.tenancy.keys import Authenticator
 from backend.tenancy.quotas import RequestRateLimiter, TokenQuota
 from backend.tools.base import Tool
+from backend.tools.memory_tools import MemorySearchTool, MemoryWriteTool
 from backend.tools.registry import ToolRegistry
 
 log = logging.getLogger("tally")
@@ -122,7 +122,7 @@ async def build_services(
         usage = UsageRepository(database)
         runtimes = RuntimeRegistry(
             effective=lambda tenant_id, overrides: tenant_settings(
-                settings, tenant_id, {**settings.tenants.get(tenant_id, {}), **overrides}
+                settings, tenant_id, layered_overrides(settings, tenant_id, overrides)
             ),
             load_overrides=lambda tenant_id: _stored_overrides(tenants, tenant_id),
             build=factory.runtime,

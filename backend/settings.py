@@ -31,6 +31,7 @@ from backend.resources import prompts_dir as bundled_prompts
 from backend.settings_base import Strict
 from backend.settings_errors import describe_problems, describe_validation_error
 from backend.storage.database import Pools
+from backend.tool_settings import ToolSettings as ToolSettings
 
 DEFAULT_CONFIG = Path("config.yaml")
 
@@ -165,12 +166,6 @@ class MemorySettings(Strict):
 class CompactionSettings(Strict):
     normal_ratio: float = Field(0.70, gt=0, le=1)
     emergency_ratio: float = Field(0.95, gt=0, le=1)
-
-
-class ToolSettings(Strict):
-    enabled: list[str] = Field(default_factory=lambda: ["memory_search", "memory_write", "now"])
-    max_tool_iterations: int = Field(8, ge=1, le=64)
-    timeout_s: float = Field(30.0, gt=0)
 
 
 class QuotaSettings(Strict):
@@ -322,6 +317,9 @@ TENANT_SECTIONS = (
 )
 DEFAULT_TENANT = "default"
 OPERATOR_ONLY = {"memory": ("path", "store")}
+# Set in config.yaml's `tenants:` only, never through the admin API: an MCP server's command
+# runs on the operator's host.
+FILE_ONLY = {"tools": ("mcp_servers",)}
 TENANT_ID = re.compile(r"[a-z0-9][a-z0-9_-]{0,63}")
 
 
@@ -356,6 +354,28 @@ def tenant_settings(
     effective = _validate(merged, source, prefix)
     effective._source = base.source
     return effective
+
+
+def layered_overrides(settings: Settings, tenant_id: str, stored: dict[str, Any]) -> dict[str, Any]:
+    """A tenant's overrides from config.yaml with those set through the API over them, key by
+    key within each section (a stored `tools.enabled` keeps the file's `tools.mcp_servers`)."""
+    layered = dict(settings.tenants.get(tenant_id, {}))
+    for section, values in stored.items():
+        below = layered.get(section)
+        both_maps = isinstance(below, dict) and isinstance(values, dict)
+        layered[section] = {**below, **values} if both_maps else values  # type: ignore[dict-item]
+    return layered
+
+
+def file_only_problems(overrides: dict[str, Any]) -> list[str]:
+    """`key: reason` for each setting in `overrides` (sent through the API) that only
+    config.yaml may set."""
+    return [
+        f"{section}.{key}: set in config.yaml by the operator only"
+        for section, keys in FILE_ONLY.items()
+        for key in keys
+        if isinstance(overrides.get(section), dict) and key in overrides[section]
+    ]
 
 
 def check_tenant_overrides(settings: Settings) -> None:

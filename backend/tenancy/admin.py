@@ -5,15 +5,24 @@ from __future__ import annotations
 from typing import Any
 
 from backend.errors import ConfigError, InvalidInput
-from backend.settings import TENANT_ID, Settings, tenant_settings
+from backend.settings import (
+    TENANT_ID,
+    Settings,
+    file_only_problems,
+    layered_overrides,
+    tenant_settings,
+)
 from backend.storage.tenants import ApiKeyRecord, ApiKeyRepository, Tenant, TenantRepository
 from backend.tenancy.keys import Scope, new_key
 
 
 def check_overrides(base: Settings, tenant_id: str, overrides: dict[str, Any]) -> None:
     """Validate a tenant's overrides exactly like config.yaml (InvalidInput names the key)."""
+    problems = file_only_problems(overrides)
+    if problems:
+        raise InvalidInput("; ".join(problems), code="invalid_settings")
     try:
-        tenant_settings(base, tenant_id, {**base.tenants.get(tenant_id, {}), **overrides})
+        tenant_settings(base, tenant_id, layered_overrides(base, tenant_id, overrides))
     except ConfigError as exc:
         raise InvalidInput(exc.message, code="invalid_settings") from exc
 
