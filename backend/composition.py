@@ -1,4 +1,5 @@
-"""Composition: builds every service from settings, and each tenant's runtime."""
+"""Composition: builds every service from settings (each tenant's runtime comes from
+`runtime_factory`)."""
 
 from __future__ import annotations
 
@@ -6,89 +7,39 @@ import logging
 import os
 from collections.abc import AsyncIterator, Callable, Iterable
 from contextlib import asynccontextmanager
-from dataclasses import dataclass, field
 from datetime import datetime
-from pathlib import Path
 from typing import Any
 
 from backend.api.auth import DEFAULT_TENANT
 from backend.channel_settings import ChannelSettings
 from backend.channels.bot_runner import check_bots
-from backend.chat.budget import Budget
-from backend.chat.compiler import ModelLimits
-from backend.chat.demo_summarizer import DemoSummarizer
-from backend.chat.failpoints import Failpoints
-from backend.chat.memory_context import MemoryContext
-from backend.chat.memory_health import MemoryHealth
-from backend.chat.overflow import OverflowWorker
-from backend.chat.overflow_policy import OverflowPolicy
-from backend.chat.prompts import PromptRenderer, TemplateProblem
-from backend.chat.request_builder import RequestBuilder, RequestSettings
-from backend.chat.runtime import RuntimeRegistry, TenantRuntime
+from backend.chat.prompts import TemplateProblem
+from backend.chat.runtime import RuntimeRegistry
 from backend.chat.service import ChatService
 from backend.chat.services import Services
-from backend.chat.summarizer import Summarizer, SummaryModel
 from backend.chat.summary_resume import SummaryResumer
-from backend.chat.tokens import TokenCounter
 from backend.chat.turn import TurnRunner
 from backend.chat.turn_lock import SessionLocks
-from backend.chat.window import WindowPolicy
 from backend.coordination.choice import open_coordinator
 from backend.domain.clock import utc_now
 from backend.errors import ConfigError
-from backend.memory.base import MemoryStore
-from backend.memory.database_store import DatabaseMemoryStore
-from backend.memory.file_store import FileMemoryStore
-from backend.model_choice import DEMO_MODEL, ModelChoice, choose_model, demo_settings
 from backend.providers.base import ChatProvider
-from backend.providers.demo import DemoProvider
 from backend.providers.outcomes import ProviderOutcomes
-from backend.providers.registry import build_chat_provider
-from backend.settings import ModelSettings, Settings, layered_overrides, tenant_settings
+from backend.runtime_factory import RuntimeFactory
+from backend.settings import Settings, layered_overrides, tenant_settings
 from backend.settings_errors import describe_problems
-from backend.storage.database import Database, open_database, pool_budget_problem
-from backend.storage.messages import MessageRepository
+from backend.storage.database import open_database, pool_budget_problem
 from backend.storage.migrate import migrate
-from backend.storage.overflow_jobs import OverflowJobRepository
-from backend.storage.sessions import SessionRepository
 from backend.storage.tenants import ApiKeyRepository, TenantNotFound, TenantRepository
 from backend.storage.tool_conversations import ToolConversationRepository
 from backend.storage.usage import UsageRepository
 from backend.tenancy.keys import Authenticator
 from backend.tenancy.quotas import RequestRateLimiter, TokenQuota
 from backend.tools.base import Tool
-from backend.tools.memory_tools import MemorySearchTool, MemoryWriteTool
-from backend.tools.registry import ToolRegistry
 
 log = logging.getLogger("tally")
 
 ADMIN_KEY_ENV = "TALLY_ADMIN_KEY"
-
-
-def build_memory_store(settings: Settings, database: Database) -> MemoryStore:
-    if settings.memory.store == "database":
-        return DatabaseMemoryStore(database)
-    return FileMemoryStore(Path(settings.memory.path), Path(settings.data_dir))
-
-
-def build_summarizer(
-    settings: Settings,
-    provider: ChatProvider,
-    model: ModelSettings,
-    prompts: PromptRenderer,
-    outcomes: ProviderOutcomes | None = None,
-) -> tuple[Summarizer, list[ChatProvider]]:
-    """The summarizer's own model when configured, falling back to the chat model."""
-    chat_model = SummaryModel(provider, model.name)
-    budget = settings.memory.summarizer_input_tokens
-    own = settings.summarizer
-    if own.provider is None or own.name is None:
-        return Summarizer([chat_model], prompts, input_budget_tokens=budget), []
-    own_provider = build_chat_provider(
-        settings.providers, ModelSettings(provider=own.provider, name=own.name), outcomes=outcomes
-    )
-    models = [SummaryModel(own_provider, own.name), chat_model]
-    return Summarizer(models, prompts, input_budget_tokens=budget), [own_provider]
 
 
 @asynccontextmanager
@@ -162,15 +113,17 @@ async def build_services(
                 max_message_chars=settings.server.max_message_chars,
             ),
             provider_outcomes=outcomes,
+            mcp=factory.mcp,
         )
         for tenant_id in settings.tenants:  # a tenant's broken template stops start-up
             await runtimes.check(tenant_id, {})
             await tenants.ensure(tenant_id=tenant_id)
+        await runtimes.connect_tools([DEFAULT_TENANT, *settings.tenants])
         if database.is_sqlite:  # one process per database: leases left are a crash's
             await factory.jobs.release_leases()
         resumer = SummaryResumer(factory.jobs, runtimes)
         await resumer.resume()
-        await coordinator.open(turns.cancel_here)
+        await coordinator.open(turns.cancel_here, turns.decide_here)
         if not database.is_sqlite:  # one process on SQLite: its restart resumes everything
             resumer.sweep_every(settings.memory.lease_s)
         try:
@@ -179,6 +132,7 @@ async def build_services(
             await resumer.aclose()
             await services.turns.aclose()
             await runtimes.aclose()
+            await factory.mcp.aclose()
             await coordinator.aclose()
     finally:
         await database.dispose()
@@ -199,7 +153,7 @@ async def check_settings(settings: Settings) -> list[tuple[str, str, ChannelSett
             effective = tenant_settings(settings, tenant_id, overrides, is_from_file=True)
             bots += [(tenant_id, name, bot) for name, bot in effective.channels.items()]
             try:
-                await factory.runtime(effective).aclose()
+                await factory.runtime(tenant_id, effective).aclose()
             except ConfigError as exc:
                 problem = prefix + exc.message
                 if isinstance(exc, TemplateProblem):
@@ -220,181 +174,3 @@ async def _stored_overrides(tenants: TenantRepository, tenant_id: str) -> dict[s
         return (await tenants.get(tenant_id=tenant_id)).settings
     except TenantNotFound:
         return {}
-
-
-@dataclass(frozen=True)
-class RuntimeFactory:
-    """What every tenant's runtime shares; `runtime` builds one from effective settings."""
-
-    prompts: PromptRenderer
-    store: MemoryStore
-    sessions: SessionRepository
-    messages: MessageRepository
-    jobs: OverflowJobRepository
-    extra_tools: tuple[Tool, ...]
-    provider: ChatProvider | None
-    summarizer_provider: ChatProvider | None
-    outcomes: ProviderOutcomes | None = None
-    memory_health: MemoryHealth = field(default_factory=MemoryHealth)  # one for all tenants
-    clock: Callable[[], datetime] = utc_now
-
-    @classmethod
-    def for_database(
-        cls,
-        settings: Settings,
-        database: Database,
-        *,
-        extra_tools: tuple[Tool, ...] = (),
-        provider: ChatProvider | None = None,
-        summarizer_provider: ChatProvider | None = None,
-        outcomes: ProviderOutcomes | None = None,
-        clock: Callable[[], datetime] = utc_now,
-    ) -> RuntimeFactory:
-        return cls(
-            prompts=PromptRenderer(settings.prompts_dir),
-            store=build_memory_store(settings, database),
-            sessions=SessionRepository(database),
-            messages=MessageRepository(database),
-            jobs=OverflowJobRepository(database),
-            extra_tools=extra_tools,
-            provider=provider,
-            summarizer_provider=summarizer_provider,
-            outcomes=outcomes,
-            clock=clock,
-        )
-
-    def runtime(self, settings: Settings) -> TenantRuntime:
-        """Build a tenant's runtime; ConfigError (before any client opens) if its settings
-        cannot work, e.g. a system template that does not render."""
-        if self.provider is not None:
-            choice = ModelChoice(settings.model or DEMO_MODEL)
-        else:
-            choice = choose_model(settings)
-        if choice.is_demo:
-            settings = demo_settings(settings)
-        model = choice.model
-        counter = TokenCounter(model.name)
-        budget = Budget(
-            context_window=model.context_window,
-            max_output_tokens=model.max_output_tokens,
-            normal_ratio=settings.compaction.normal_ratio,
-            emergency_ratio=settings.compaction.emergency_ratio,
-        )
-        tools = self._tools(settings)
-        builder = self._builder(settings, model, tools, counter, budget)
-        builder.check_template()
-        provider, summarizer, owned = self._models(settings, choice)
-        summarizer.check_template(settings.persona.language)
-        return TenantRuntime(
-            settings=settings,
-            model=model,
-            provider=provider,
-            is_demo=choice.is_demo,
-            demo_key_env=choice.missing_key_env,
-            builder=builder,
-            tools=tools,
-            counter=counter,
-            overflow=self._overflow_worker(settings, summarizer, budget),
-            owned_providers=tuple(owned),
-            memory_health=self.memory_health,
-        )
-
-    def _models(
-        self, settings: Settings, choice: ModelChoice
-    ) -> tuple[ChatProvider, Summarizer, list[ChatProvider]]:
-        """The chat provider, the summarizer, and the providers the runtime must close."""
-        provider: ChatProvider
-        owned: list[ChatProvider]
-        if self.provider is not None:
-            provider, owned = self.provider, []
-        elif choice.is_demo:
-            provider = DemoProvider(key_env=choice.missing_key_env)
-            owned = [provider]
-        else:
-            provider = build_chat_provider(settings.providers, choice.model, outcomes=self.outcomes)
-            owned = [provider]
-        if choice.is_demo and self.summarizer_provider is None:
-            return provider, DemoSummarizer(provider, self.prompts), owned
-        summarizer, own_providers = build_summarizer(
-            settings,
-            self.summarizer_provider or provider,
-            choice.model,
-            self.prompts,
-            self.outcomes,
-        )
-        return provider, summarizer, owned + own_providers
-
-    def _tools(self, settings: Settings) -> ToolRegistry:
-        scope_by_user = settings.memory.scope == "user"
-        return ToolRegistry.from_names(
-            settings.tools.enabled,
-            available=[
-                MemorySearchTool(self.store, scope_by_user=scope_by_user),
-                MemoryWriteTool(self.store, scope_by_user=scope_by_user),
-                *self.extra_tools,
-            ],
-            timeout_s=settings.tools.timeout_s,
-        )
-
-    def _builder(
-        self,
-        settings: Settings,
-        model: ModelSettings,
-        tools: ToolRegistry,
-        counter: TokenCounter,
-        budget: Budget,
-    ) -> RequestBuilder:
-        memory = settings.memory
-        return RequestBuilder(
-            prompts=self.prompts,
-            tools=tools,
-            memory=MemoryContext(
-                self.store,
-                counter,
-                budget_tokens=memory.prompt_budget_tokens,
-                health=self.memory_health,
-            ),
-            counter=counter,
-            settings=RequestSettings(
-                persona=settings.persona,
-                model=ModelLimits(
-                    model.name,
-                    model.max_output_tokens,
-                    model.temperature,
-                    model.supports_vision,
-                    model.thinking_budget_tokens,
-                ),
-                budget=budget,
-                scope_by_user=memory.scope == "user",
-            ),
-            clock=self.clock,
-        )
-
-    def _overflow_worker(
-        self, settings: Settings, summarizer: Summarizer, budget: Budget
-    ) -> OverflowWorker:
-        memory = settings.memory
-        policy = OverflowPolicy(
-            window=WindowPolicy(
-                max_messages=settings.persona.max_history_messages,
-                batch=memory.overflow_batch,
-                normal_token_limit=budget.normal_limit,
-            ),
-            auto_min_messages=memory.auto_summarize.min_messages,
-            auto_min_chars=memory.auto_summarize.min_chars,
-            delete_evicted=memory.delete_evicted,
-            scope_by_user=memory.scope == "user",
-            language=settings.persona.language,
-            retry_base_s=memory.retry_base_s,
-            lease_s=memory.lease_s,
-            max_attempts=memory.max_summary_attempts,
-        )
-        return OverflowWorker(
-            jobs=self.jobs,
-            messages=self.messages,
-            memory=self.store,
-            summarizer=summarizer,
-            policy=policy,
-            failpoints=Failpoints.from_environment(),
-            health=self.memory_health,
-        )

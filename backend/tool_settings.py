@@ -31,8 +31,8 @@ class McpServerSettings(Strict):
     # The server's tools the model is offered (names or globs, as the server names them);
     # None offers every tool it lists.
     allow: list[str] | None = None
+    # How long a turn waits for the server's first connection; a call takes tools.timeout_s.
     connect_timeout_s: float = Field(15.0, gt=0, le=300)
-    call_timeout_s: float = Field(30.0, gt=0, le=3600)
 
     @model_validator(mode="after")
     def _one_transport(self) -> Self:

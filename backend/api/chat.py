@@ -1,5 +1,6 @@
 """Chat routes: one turn (`POST /api/chat/send`, JSON or SSE), resuming its stream after a
-dropped connection (`GET /api/chat/turns/{turn_id}/events` with `Last-Event-ID`), and cancel."""
+dropped connection (`GET /api/chat/turns/{turn_id}/events` with `Last-Event-ID`), a decision on
+a tool call waiting for approval, and cancel."""
 
 from __future__ import annotations
 
@@ -14,6 +15,8 @@ from backend.api.auth import ChatTenantDep, TenantDep
 from backend.api.deps import RelaysDep, ServicesDep
 from backend.api.revocation import KeyWatchDep, events_until_revoked, result_unless_revoked
 from backend.api.schemas import (
+    ApprovalRequest,
+    ApprovalResponse,
     CancelResponse,
     ErrorBody,
     SendRequest,
@@ -163,6 +166,27 @@ async def resume(
 
 def _nothing() -> None:
     """A reconnected reader going away stops nothing: the turn's own client decides."""
+
+
+@router.post(
+    "/turns/{turn_id}/approvals",
+    responses={404: {"model": ErrorBody}, 422: {"model": ErrorBody}, 503: {"model": ErrorBody}},
+)
+async def decide(
+    turn_id: str, body: ApprovalRequest, services: ServicesDep, tenant_id: ChatTenantDep
+) -> ApprovalResponse:
+    """Approve or deny a tool call the turn's `tool.approval` event asked about, on any
+    process. A denied call never runs; the model is told either way."""
+    applied = await services.chat.decide(
+        tenant_id=tenant_id, turn_id=turn_id, tool_call_id=body.tool_call_id, approved=body.approved
+    )
+    if not applied:
+        raise NotFound(
+            "no tool call of this turn waits for a decision under that id: it was answered, "
+            "its time ran out, or the turn is unknown",
+            code="approval_not_found",
+        )
+    return ApprovalResponse(tool_call_id=body.tool_call_id, approved=body.approved)
 
 
 @router.post("/sessions/{session_id}/cancel")

@@ -131,6 +131,18 @@ class CancelResponse(BaseModel):
     cancelled: bool
 
 
+class ApprovalRequest(Body):
+    """A person's decision on a tool call the turn's `tool.approval` event asked about."""
+
+    tool_call_id: str = Field(min_length=1, max_length=200)
+    approved: bool
+
+
+class ApprovalResponse(BaseModel):
+    tool_call_id: str
+    approved: bool
+
+
 class ErrorDetail(BaseModel):
     code: str
     message: str

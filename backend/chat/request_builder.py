@@ -73,6 +73,7 @@ class RequestBuilder:
 
     async def build(self, session: Session, window: list[StoredMessage]) -> BuiltRequest:
         """The request for `window`, which ends with the turn's user message."""
+        await self._tools.ready()  # a tenant's first turn waits for its MCP servers' tools
         with PROMPT_BUILD_SECONDS.time():
             return await self._build(session, window)
 

@@ -40,7 +40,7 @@ class TenantRuntime:
             await provider.aclose()
 
 
-RuntimeBuilder = Callable[[Settings], TenantRuntime]
+RuntimeBuilder = Callable[[str, Settings], TenantRuntime]  # (tenant id, its settings)
 OverridesLoader = Callable[[str], Awaitable[dict[str, Any]]]
 
 
@@ -77,7 +77,7 @@ class RuntimeRegistry:
             if cached is not None and cached[0] == fingerprint:
                 self._runtimes[tenant_id] = (fingerprint, time.monotonic(), cached[2])
                 return cached[2]
-            runtime = self._build(self._effective(tenant_id, overrides))
+            runtime = self._build(tenant_id, self._effective(tenant_id, overrides))
             if cached is not None:  # turns in flight may still use its clients: those close
                 self._retired.append(cached[2])  # at shutdown; its summaries move to the new one
                 await cached[2].overflow.aclose(grace_s=0)
@@ -89,8 +89,13 @@ class RuntimeRegistry:
         ConfigError if it cannot work, so a bad change is refused instead of breaking the
         tenant's next request."""
         effective = self._effective(tenant_id, overrides)
-        await self._build(effective).aclose()
+        await self._build(tenant_id, effective).aclose()
         return effective
+
+    async def connect_tools(self, tenant_ids: list[str]) -> None:
+        """Start connecting these tenants' MCP servers (at start-up: their tools known early)."""
+        for tenant_id in tenant_ids:
+            (await self.get(tenant_id)).tools.connect()
 
     def invalidate(self, tenant_id: str) -> None:
         cached = self._runtimes.get(tenant_id)

@@ -57,6 +57,14 @@ class ChatService:
     async def cancel(self, *, tenant_id: str, session_id: str) -> bool:
         return await self._turns.cancel(tenant_id=tenant_id, session_id=session_id)
 
+    async def decide(
+        self, *, tenant_id: str, turn_id: str, tool_call_id: str, approved: bool
+    ) -> bool:
+        """Approve or deny a tool call waiting in a turn; False when none waits so."""
+        return await self._turns.decide(
+            tenant_id=tenant_id, turn_id=turn_id, tool_call_id=tool_call_id, approved=approved
+        )
+
     async def _session_id(self, inbound: InboundMessage, key: str | None) -> str:
         """The session named, else the one a retried message landed in, else the platform
         chat's (by tenant, channel and exact key), else a new one. A named session that does

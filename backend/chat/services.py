@@ -21,6 +21,7 @@ from backend.storage.tenants import ApiKeyRepository, TenantRepository
 from backend.storage.tool_conversations import ToolConversationRepository
 from backend.storage.usage import UsageRepository
 from backend.tenancy.keys import Authenticator
+from backend.tools.mcp_tools import McpServers
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,3 +43,4 @@ class Services:
     coordinator: Coordinator
     memory_health: MemoryHealth
     provider_outcomes: ProviderOutcomes = field(default_factory=ProviderOutcomes)
+    mcp: McpServers = field(default_factory=McpServers)  # every tenant's MCP connections

@@ -12,12 +12,14 @@ import dataclasses
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 
+from backend.chat.approvals import ApprovalPolicy, Approvals, Decision, not_run_note
 from backend.chat.budget import repair_tool_pairing
 from backend.domain.events import (
     RetryScheduled,
     TextDelta,
     ThinkingBlockDone,
     ThinkingDelta,
+    ToolApprovalRequested,
     ToolCallRecord,
     ToolCallRequested,
     ToolFinished,
@@ -31,6 +33,8 @@ from backend.domain.thinking import ThinkingBlock
 from backend.providers.base import ChatProvider
 from backend.tools.base import ToolContext
 from backend.tools.registry import ToolRegistry
+
+NO_APPROVAL = ApprovalPolicy()  # no tool waits for a person
 
 FINAL_ANSWER_NOTE = (
     "You have used all the tool calls allowed for this message. "
@@ -65,8 +69,13 @@ async def run_tool_loop(
     max_iterations: int,
     record: Callable[[ToolCallRecord], Awaitable[None]],
     outcome: LoopOutcome,
+    max_result_chars: int = 20_000,
+    approval: ApprovalPolicy = NO_APPROVAL,
+    approvals: Approvals | None = None,
 ) -> AsyncIterator[TurnEvent]:
-    """Stream the turn's events, filling `outcome` as it goes."""
+    """Stream the turn's events, filling `outcome` as it goes. A call that `approval` names
+    runs only once `approvals` has a person's yes."""
+    approvals = approvals or Approvals()
     messages = list(request.messages)
     for iteration in range(max_iterations + 1):
         step = _step_request(request, messages, is_last=iteration == max_iterations)
@@ -101,7 +110,15 @@ async def run_tool_loop(
         )
         for call in calls:
             yield ToolStarted(call=call)
-            result = await tools.execute(call, context)
+            decision = Decision.APPROVED
+            if approval.requires(call.name):
+                approvals.ask(call.id)
+                yield ToolApprovalRequested(call.id, call.name, call.arguments, approval.timeout_s)
+                decision = await approvals.wait(call.id, approval.timeout_s)
+            if decision is Decision.APPROVED:
+                result = await tools.execute(call, context)
+            else:
+                result = _not_run(call, not_run_note(decision, approval.timeout_s))
             await record(result)
             outcome.tool_calls.append(result)
             yield ToolFinished(
@@ -113,7 +130,10 @@ async def run_tool_loop(
             )
             messages.append(
                 RequestMessage(
-                    "tool", result.result, tool_call_id=call.id, is_error=result.is_error
+                    "tool",
+                    cut_result(result.result, max_result_chars),
+                    tool_call_id=call.id,
+                    is_error=result.is_error,
                 )
             )
 
@@ -128,4 +148,26 @@ def _step_request(
         # last call only forbids using them.
         tool_choice="none" if is_last else request.tool_choice,
         system=request.system + ("\n" + FINAL_ANSWER_NOTE if is_last else ""),
+    )
+
+
+def cut_result(text: str, max_chars: int) -> str:
+    """A tool's result as the model reads it: at most `max_chars`, saying when it was cut
+    (storage keeps the whole result)."""
+    if len(text) <= max_chars:
+        return text
+    return (
+        f"{text[:max_chars]}\n[cut: the result has {len(text):,} characters; "
+        f"the first {max_chars:,} are shown]"
+    )
+
+
+def _not_run(call: ToolCall, note: str) -> ToolCallRecord:
+    return ToolCallRecord(
+        tool_call_id=call.id,
+        tool_name=call.name,
+        arguments=call.arguments,
+        result=note,
+        is_error=True,
+        duration_ms=0,
     )

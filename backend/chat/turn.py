@@ -12,6 +12,7 @@ import dataclasses
 import logging
 from datetime import UTC, datetime
 
+from backend.chat.approvals import ApprovalPolicy
 from backend.chat.runtime import RuntimeRegistry, TenantRuntime
 from backend.chat.tool_loop import LoopOutcome, run_tool_loop
 from backend.chat.turn_handle import TurnHandle, TurnRequest
@@ -81,6 +82,23 @@ class TurnRunner:
             return False
         handles[0].cancel()
         return True
+
+    async def decide(
+        self, *, tenant_id: str, turn_id: str, tool_call_id: str, approved: bool
+    ) -> bool:
+        """Approve or deny a tool call waiting in a turn, in this process or the one running
+        it; False when no such call waits (unknown, another tenant's, answered, timed out)."""
+        if self.decide_here(tenant_id, turn_id, tool_call_id, approved):
+            return True
+        return await self._coordinator.decide_elsewhere(tenant_id, turn_id, tool_call_id, approved)
+
+    def decide_here(self, tenant_id: str, turn_id: str, tool_call_id: str, approved: bool) -> bool:
+        """`decide`, for a turn this process runs (also when another process asks)."""
+        for (tenant, _), handles in self._running.items():
+            for handle in handles:
+                if tenant == tenant_id and handle.turn_id == turn_id:
+                    return handle.approvals.decide(tool_call_id, approved=approved)
+        return False
 
     async def aclose(self) -> None:
         for task in self._tasks:
@@ -250,15 +268,20 @@ class TurnRunner:
                 user_message=user_message.content,
             )
 
+        tools = runtime.settings.tools
+
         async def stream() -> None:
             async for event in run_tool_loop(
                 runtime.provider,
                 dataclasses.replace(built.request, stream=request.stream),
                 tools=runtime.tools,
                 context=context,
-                max_iterations=runtime.settings.tools.max_tool_iterations,
+                max_iterations=tools.max_tool_iterations,
                 record=record,
                 outcome=outcome,
+                max_result_chars=tools.max_result_chars,
+                approval=ApprovalPolicy(tuple(tools.approval.required), tools.approval.timeout_s),
+                approvals=handle.approvals,
             ):
                 handle.emit(event)
 

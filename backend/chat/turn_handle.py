@@ -8,6 +8,7 @@ import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
+from backend.chat.approvals import Approvals
 from backend.chat.observability import observe_turn_event
 from backend.domain.events import TurnCompleted, TurnEvent, TurnFailed
 from backend.domain.ids import new_turn_id
@@ -33,7 +34,8 @@ class TurnRequest:
 
 
 class TurnHandle:
-    """A running turn: its events, in order, and a way to cancel it."""
+    """A running turn: its events, in order, a way to cancel it, and its tool calls waiting
+    for approval."""
 
     def __init__(self, request: TurnRequest) -> None:
         self.request = request
@@ -43,6 +45,7 @@ class TurnHandle:
         self._llm_task: asyncio.Task[None] | None = None
         self.is_cancel_requested = False
         self._is_finished = False
+        self.approvals = Approvals()  # its tool calls waiting for a person's decision
 
     def log_fields(self) -> dict[str, str]:
         """Ids for structured logs; never message text."""

@@ -1,5 +1,6 @@
 """What moves between Tally processes sharing one PostgreSQL database (several workers, several
-hosts): a cancel for a turn another process runs, the per-tenant requests-per-minute window,
+hosts): a cancel for a turn another process runs, a decision on a
+tool call waiting there, the per-tenant requests-per-minute window,
 and a streaming turn's events for a client that reconnects elsewhere. One process alone keeps
 all of it in memory (`LocalCoordinator`); several share it through Redis
 (`coordination.redis_url`, `RedisCoordinator`). Everything stored stays in the database."""
@@ -16,6 +17,9 @@ from backend.errors import TallyError
 
 # Cancels what this process runs of a session's turns; False when it runs none.
 CancelHere = Callable[[str, str], bool]
+# Approves or denies a tool call waiting in a turn this process runs (tenant, turn, tool call,
+# approved); False when none waits here.
+DecideHere = Callable[[str, str, str, bool], bool]
 
 
 class CoordinationUnavailable(TallyError):
@@ -38,8 +42,8 @@ class Coordinator(Protocol):
         """Where streaming turns' events are kept for clients that reconnect elsewhere."""
         ...
 
-    async def open(self, cancel_here: CancelHere) -> None:
-        """Start hearing cancels other processes send for turns this one runs."""
+    async def open(self, cancel_here: CancelHere, decide_here: DecideHere) -> None:
+        """Start hearing cancels and approvals other processes send for turns this one runs."""
 
     async def turn_started(self, tenant_id: str, session_id: str) -> None:
         """This process now runs (or waits to run) a turn of the session."""
@@ -50,6 +54,13 @@ class Coordinator(Protocol):
     async def cancel_elsewhere(self, tenant_id: str, session_id: str) -> bool:
         """Ask the other processes running a turn of the session to cancel it; whether one
         could be asked. CoordinationUnavailable when they cannot be reached."""
+
+    async def decide_elsewhere(
+        self, tenant_id: str, turn_id: str, tool_call_id: str, approved: bool
+    ) -> bool:
+        """Send a decision on a tool call to the process running the turn; False when no
+        process runs that turn of the tenant. CoordinationUnavailable when they cannot be
+        reached."""
 
     async def problem(self) -> str | None:
         """Why the processes cannot coordinate now, for health; None when they can."""

@@ -6,7 +6,7 @@ from typing import Literal
 
 from limits.aio.storage import MemoryStorage, Storage
 
-from backend.coordination.base import CancelHere
+from backend.coordination.base import CancelHere, DecideHere
 from backend.coordination.journal import LocalJournal, TurnJournal
 
 
@@ -25,7 +25,7 @@ class LocalCoordinator:
     def journal(self) -> TurnJournal:
         return self._journal
 
-    async def open(self, cancel_here: CancelHere) -> None:
+    async def open(self, cancel_here: CancelHere, decide_here: DecideHere) -> None:
         return None
 
     async def turn_started(self, tenant_id: str, session_id: str) -> None:
@@ -36,6 +36,11 @@ class LocalCoordinator:
 
     async def cancel_elsewhere(self, tenant_id: str, session_id: str) -> bool:
         return False  # there is nowhere else
+
+    async def decide_elsewhere(
+        self, tenant_id: str, turn_id: str, tool_call_id: str, approved: bool
+    ) -> bool:
+        return False
 
     async def problem(self) -> str | None:
         return None

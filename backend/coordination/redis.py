@@ -20,7 +20,7 @@ import redis.asyncio as aioredis
 from limits.aio.storage import RedisStorage, Storage
 from redis.exceptions import RedisError
 
-from backend.coordination.base import CancelHere, CoordinationUnavailable
+from backend.coordination.base import CancelHere, CoordinationUnavailable, DecideHere
 from backend.coordination.journal import TurnJournal
 from backend.coordination.redis_journal import RedisTurnJournal
 
@@ -65,8 +65,10 @@ class RedisCoordinator:
     def journal(self) -> TurnJournal:
         return self._journal
 
-    async def open(self, cancel_here: CancelHere) -> None:
-        self._listener = asyncio.create_task(self._listen(cancel_here), name="coordination")
+    async def open(self, cancel_here: CancelHere, decide_here: DecideHere) -> None:
+        self._listener = asyncio.create_task(
+            self._listen(cancel_here, decide_here), name="coordination"
+        )
 
     async def turn_started(self, tenant_id: str, session_id: str) -> None:
         key = self._turns_key(tenant_id, session_id)
@@ -111,6 +113,23 @@ class RedisCoordinator:
             raise CoordinationUnavailable(f"Redis cannot be reached to cancel: {exc}") from exc
         return reached
 
+    async def decide_elsewhere(
+        self, tenant_id: str, turn_id: str, tool_call_id: str, approved: bool
+    ) -> bool:
+        """Every process hears the decision; the one running the turn applies it. Only a
+        streamed turn's client sees the question, and a streamed turn is journaled: a turn
+        the journal does not know runs nowhere."""
+        message = json.dumps(
+            {"tenant": tenant_id, "turn": turn_id, "call": tool_call_id, "approved": approved}
+        )
+        if not await self._journal.is_known(tenant_id, turn_id):
+            return False
+        try:
+            await self._redis.publish(self._approvals_channel(), message)
+        except RedisError as exc:
+            raise CoordinationUnavailable(f"Redis cannot be reached to decide: {exc}") from exc
+        return True
+
     async def problem(self) -> str | None:
         try:
             await self._redis.ping()
@@ -124,16 +143,24 @@ class RedisCoordinator:
             await asyncio.gather(self._listener, return_exceptions=True)
         await self._redis.aclose()
 
-    async def _listen(self, cancel_here: CancelHere) -> None:
-        """Cancels sent to this process, for as long as it runs (Redis lost: subscribed again)."""
+    async def _listen(self, cancel_here: CancelHere, decide_here: DecideHere) -> None:
+        """Cancels sent to this process, and decisions sent to every process, for as long as
+        it runs (Redis lost: subscribed again)."""
+        cancels, approvals = self._channel(self.process_id), self._approvals_channel()
         while True:
             pubsub = self._redis.pubsub()
             try:
-                await pubsub.subscribe(self._channel(self.process_id))
+                await pubsub.subscribe(cancels, approvals)
                 while True:
                     message = await pubsub.get_message(ignore_subscribe_messages=True, timeout=1.0)
-                    if message is not None:
-                        asked = json.loads(message["data"])
+                    if message is None:
+                        continue
+                    asked = json.loads(message["data"])
+                    if message["channel"] == approvals:
+                        decide_here(
+                            asked["tenant"], asked["turn"], asked["call"], asked["approved"]
+                        )
+                    else:
                         cancel_here(asked["tenant"], asked["session"])
             except RedisError as exc:
                 log.warning("coordination: not hearing cancels (%s); retrying", exc)
@@ -146,3 +173,6 @@ class RedisCoordinator:
 
     def _channel(self, process_id: str) -> str:
         return f"{self._prefix}:cancel:{process_id}"
+
+    def _approvals_channel(self) -> str:
+        return f"{self._prefix}:approvals"

@@ -80,6 +80,17 @@ class ToolStarted:
 
 
 @dataclass(frozen=True, slots=True)
+class ToolApprovalRequested:
+    """A tool call that runs only once a person approves it; unanswered after `timeout_s`, it
+    is denied."""
+
+    tool_call_id: str
+    tool_name: str
+    arguments: dict[str, object]
+    timeout_s: float
+
+
+@dataclass(frozen=True, slots=True)
 class ToolFinished:
     tool_call_id: str
     tool_name: str
@@ -142,6 +153,7 @@ TurnEvent = (
     | TextDelta
     | ThinkingDelta
     | ToolStarted
+    | ToolApprovalRequested
     | ToolFinished
     | Compacted
     | MemoryDegraded

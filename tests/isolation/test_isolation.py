@@ -70,6 +70,9 @@ ID_PROBES: dict[tuple[str, str], IdProbe] = {
     ("GET", "/api/chat/sessions/{session_id}/tool-conversations"): IdProbe("session"),
     ("POST", "/api/chat/sessions/{session_id}/cancel"): IdProbe("session"),
     ("GET", "/api/chat/turns/{turn_id}/events"): IdProbe("turn"),
+    ("POST", "/api/chat/turns/{turn_id}/approvals"): IdProbe(
+        "turn", {"tool_call_id": "call_1", "approved": True}
+    ),
     ("DELETE", "/api/memory/entries/{entry_id}"): IdProbe("memory_entry"),
     ("POST", "/api/memory/entries/{entry_id}/revert"): IdProbe("memory_entry"),
     ("PATCH", "/api/admin/tenants/{tenant_id}"): IdProbe(

@@ -1,0 +1,244 @@
+"""What every tenant's runtime is built from: the memory store, the summarizer, the tools and
+the providers its effective settings name."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+
+from backend.chat.budget import Budget
+from backend.chat.compiler import ModelLimits
+from backend.chat.demo_summarizer import DemoSummarizer
+from backend.chat.failpoints import Failpoints
+from backend.chat.memory_context import MemoryContext
+from backend.chat.memory_health import MemoryHealth
+from backend.chat.overflow import OverflowWorker
+from backend.chat.overflow_policy import OverflowPolicy
+from backend.chat.prompts import PromptRenderer
+from backend.chat.request_builder import RequestBuilder, RequestSettings
+from backend.chat.runtime import TenantRuntime
+from backend.chat.summarizer import Summarizer, SummaryModel
+from backend.chat.tokens import TokenCounter
+from backend.chat.window import WindowPolicy
+from backend.domain.clock import utc_now
+from backend.memory.base import MemoryStore
+from backend.memory.database_store import DatabaseMemoryStore
+from backend.memory.file_store import FileMemoryStore
+from backend.model_choice import DEMO_MODEL, ModelChoice, choose_model, demo_settings
+from backend.providers.base import ChatProvider
+from backend.providers.demo import DemoProvider
+from backend.providers.outcomes import ProviderOutcomes
+from backend.providers.registry import build_chat_provider
+from backend.settings import ModelSettings, Settings
+from backend.storage.database import Database
+from backend.storage.messages import MessageRepository
+from backend.storage.overflow_jobs import OverflowJobRepository
+from backend.storage.sessions import SessionRepository
+from backend.tools.base import Tool
+from backend.tools.mcp_tools import McpServers
+from backend.tools.registry import ToolRegistry
+from backend.tools.toolbox import tool_registry
+
+
+def build_memory_store(settings: Settings, database: Database) -> MemoryStore:
+    if settings.memory.store == "database":
+        return DatabaseMemoryStore(database)
+    return FileMemoryStore(Path(settings.memory.path), Path(settings.data_dir))
+
+
+def build_summarizer(
+    settings: Settings,
+    provider: ChatProvider,
+    model: ModelSettings,
+    prompts: PromptRenderer,
+    outcomes: ProviderOutcomes | None = None,
+) -> tuple[Summarizer, list[ChatProvider]]:
+    """The summarizer's own model when configured, falling back to the chat model."""
+    chat_model = SummaryModel(provider, model.name)
+    budget = settings.memory.summarizer_input_tokens
+    own = settings.summarizer
+    if own.provider is None or own.name is None:
+        return Summarizer([chat_model], prompts, input_budget_tokens=budget), []
+    own_provider = build_chat_provider(
+        settings.providers, ModelSettings(provider=own.provider, name=own.name), outcomes=outcomes
+    )
+    models = [SummaryModel(own_provider, own.name), chat_model]
+    return Summarizer(models, prompts, input_budget_tokens=budget), [own_provider]
+
+
+@dataclass(frozen=True)
+class RuntimeFactory:
+    """What every tenant's runtime shares; `runtime` builds one from effective settings."""
+
+    prompts: PromptRenderer
+    store: MemoryStore
+    sessions: SessionRepository
+    messages: MessageRepository
+    jobs: OverflowJobRepository
+    extra_tools: tuple[Tool, ...]
+    provider: ChatProvider | None
+    summarizer_provider: ChatProvider | None
+    outcomes: ProviderOutcomes | None = None
+    memory_health: MemoryHealth = field(default_factory=MemoryHealth)  # one for all tenants
+    clock: Callable[[], datetime] = utc_now
+    mcp: McpServers = field(default_factory=McpServers)  # every tenant's MCP connections
+
+    @classmethod
+    def for_database(
+        cls,
+        settings: Settings,
+        database: Database,
+        *,
+        extra_tools: tuple[Tool, ...] = (),
+        provider: ChatProvider | None = None,
+        summarizer_provider: ChatProvider | None = None,
+        outcomes: ProviderOutcomes | None = None,
+        clock: Callable[[], datetime] = utc_now,
+    ) -> RuntimeFactory:
+        return cls(
+            prompts=PromptRenderer(settings.prompts_dir),
+            store=build_memory_store(settings, database),
+            sessions=SessionRepository(database),
+            messages=MessageRepository(database),
+            jobs=OverflowJobRepository(database),
+            extra_tools=extra_tools,
+            provider=provider,
+            summarizer_provider=summarizer_provider,
+            outcomes=outcomes,
+            clock=clock,
+        )
+
+    def runtime(self, tenant_id: str, settings: Settings) -> TenantRuntime:
+        """Build a tenant's runtime; ConfigError (before any client opens) if its settings
+        cannot work, e.g. a system template that does not render."""
+        if self.provider is not None:
+            choice = ModelChoice(settings.model or DEMO_MODEL)
+        else:
+            choice = choose_model(settings)
+        if choice.is_demo:
+            settings = demo_settings(settings)
+        model = choice.model
+        counter = TokenCounter(model.name)
+        budget = Budget(
+            context_window=model.context_window,
+            max_output_tokens=model.max_output_tokens,
+            normal_ratio=settings.compaction.normal_ratio,
+            emergency_ratio=settings.compaction.emergency_ratio,
+        )
+        tools = self._tools(tenant_id, settings)
+        builder = self._builder(settings, model, tools, counter, budget)
+        builder.check_template()
+        provider, summarizer, owned = self._models(settings, choice)
+        summarizer.check_template(settings.persona.language)
+        return TenantRuntime(
+            settings=settings,
+            model=model,
+            provider=provider,
+            is_demo=choice.is_demo,
+            demo_key_env=choice.missing_key_env,
+            builder=builder,
+            tools=tools,
+            counter=counter,
+            overflow=self._overflow_worker(settings, summarizer, budget),
+            owned_providers=tuple(owned),
+            memory_health=self.memory_health,
+        )
+
+    def _models(
+        self, settings: Settings, choice: ModelChoice
+    ) -> tuple[ChatProvider, Summarizer, list[ChatProvider]]:
+        """The chat provider, the summarizer, and the providers the runtime must close."""
+        provider: ChatProvider
+        owned: list[ChatProvider]
+        if self.provider is not None:
+            provider, owned = self.provider, []
+        elif choice.is_demo:
+            provider = DemoProvider(key_env=choice.missing_key_env)
+            owned = [provider]
+        else:
+            provider = build_chat_provider(settings.providers, choice.model, outcomes=self.outcomes)
+            owned = [provider]
+        if choice.is_demo and self.summarizer_provider is None:
+            return provider, DemoSummarizer(provider, self.prompts), owned
+        summarizer, own_providers = build_summarizer(
+            settings,
+            self.summarizer_provider or provider,
+            choice.model,
+            self.prompts,
+            self.outcomes,
+        )
+        return provider, summarizer, owned + own_providers
+
+    def _tools(self, tenant_id: str, settings: Settings) -> ToolRegistry:
+        return tool_registry(
+            settings,
+            tenant_id=tenant_id,
+            memory=self.store,
+            mcp=self.mcp,
+            extra_tools=self.extra_tools,
+        )
+
+    def _builder(
+        self,
+        settings: Settings,
+        model: ModelSettings,
+        tools: ToolRegistry,
+        counter: TokenCounter,
+        budget: Budget,
+    ) -> RequestBuilder:
+        memory = settings.memory
+        return RequestBuilder(
+            prompts=self.prompts,
+            tools=tools,
+            memory=MemoryContext(
+                self.store,
+                counter,
+                budget_tokens=memory.prompt_budget_tokens,
+                health=self.memory_health,
+            ),
+            counter=counter,
+            settings=RequestSettings(
+                persona=settings.persona,
+                model=ModelLimits(
+                    model.name,
+                    model.max_output_tokens,
+                    model.temperature,
+                    model.supports_vision,
+                    model.thinking_budget_tokens,
+                ),
+                budget=budget,
+                scope_by_user=memory.scope == "user",
+            ),
+            clock=self.clock,
+        )
+
+    def _overflow_worker(
+        self, settings: Settings, summarizer: Summarizer, budget: Budget
+    ) -> OverflowWorker:
+        memory = settings.memory
+        policy = OverflowPolicy(
+            window=WindowPolicy(
+                max_messages=settings.persona.max_history_messages,
+                batch=memory.overflow_batch,
+                normal_token_limit=budget.normal_limit,
+            ),
+            auto_min_messages=memory.auto_summarize.min_messages,
+            auto_min_chars=memory.auto_summarize.min_chars,
+            delete_evicted=memory.delete_evicted,
+            scope_by_user=memory.scope == "user",
+            language=settings.persona.language,
+            retry_base_s=memory.retry_base_s,
+            lease_s=memory.lease_s,
+            max_attempts=memory.max_summary_attempts,
+        )
+        return OverflowWorker(
+            jobs=self.jobs,
+            messages=self.messages,
+            memory=self.store,
+            summarizer=summarizer,
+            policy=policy,
+            failpoints=Failpoints.from_environment(),
+            health=self.memory_health,
+        )

@@ -1,0 +1,132 @@
+"""MCP servers' tools, offered to a tenant's model as `<server>__<tool>`.
+
+Each tenant has connections of its own (a server's state never crosses tenants); runtimes rebuilt
+with the same server settings share them, and all close at shutdown.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import logging
+import re
+from collections.abc import Mapping
+from fnmatch import fnmatchcase
+
+from backend.tool_settings import McpServerSettings
+from backend.tools.base import Tool, ToolContext, ToolFailed
+from backend.tools.mcp_connection import PING_EVERY_S, ListedTool, McpConnection, McpUnavailable
+
+log = logging.getLogger(__name__)
+
+MAX_TOOL_NAME = 64  # OpenAI's and Anthropic's limit on a function's name
+_NOT_IN_NAMES = re.compile(r"[^A-Za-z0-9_-]")
+
+
+def offered_name(server: str, tool: str) -> str | None:
+    """The name the model sees, or None when the server's name for it cannot make one."""
+    name = f"{server}__{_NOT_IN_NAMES.sub('_', tool)}"
+    return name if len(name) <= MAX_TOOL_NAME else None
+
+
+class McpTool:
+    def __init__(self, connection: McpConnection, listed: ListedTool, name: str) -> None:
+        self.name = name
+        self.description = listed.description or f"{listed.name} (MCP server {connection.name})"
+        self.parameters: dict[str, object] = dict(listed.input_schema)
+        self._connection = connection
+        self._server_name = listed.name
+
+    async def run(self, arguments: dict[str, object], context: ToolContext) -> str:
+        try:
+            outcome = await self._connection.call(self._server_name, dict(arguments))
+        except McpUnavailable as exc:
+            raise ToolFailed(str(exc)) from exc
+        if outcome.is_error:
+            raise ToolFailed(outcome.text or f"{self._server_name} reported an error")
+        return outcome.text
+
+
+class McpToolSource:
+    """A tenant's MCP servers: the tools each listed last, through its allow-list."""
+
+    def __init__(self, servers: list[tuple[McpConnection, McpServerSettings]]) -> None:
+        self._servers = servers
+        self._built: dict[str, tuple[tuple[ListedTool, ...], list[Tool]]] = {}
+
+    @property
+    def connections(self) -> list[McpConnection]:
+        return [connection for connection, _ in self._servers]
+
+    def start(self) -> None:
+        for connection, _ in self._servers:
+            connection.start()
+
+    async def ready(self) -> None:
+        """Until each server's first connection was tried (each within its connect timeout),
+        so a tenant's first turn already knows the tools of a server that is up."""
+        await asyncio.gather(*(_tried(c, s.connect_timeout_s) for c, s in self._servers))
+
+    def tools(self) -> list[Tool]:
+        offered: list[Tool] = []
+        for connection, settings in self._servers:
+            listed = connection.tools
+            built = self._built.get(connection.name)
+            if built is None or built[0] is not listed:
+                built = (listed, _tools_of(connection, listed, settings.allow))
+                self._built[connection.name] = built
+            offered += built[1]
+        return offered
+
+
+async def _tried(connection: McpConnection, timeout_s: float) -> None:
+    with contextlib.suppress(TimeoutError):
+        async with asyncio.timeout(timeout_s):
+            await connection.first_attempt()
+
+
+def _tools_of(
+    connection: McpConnection, listed: tuple[ListedTool, ...], allow: list[str] | None
+) -> list[Tool]:
+    tools: list[Tool] = []
+    for tool in listed:
+        if allow is not None and not any(fnmatchcase(tool.name, p) for p in allow):
+            continue
+        name = offered_name(connection.name, tool.name)
+        if name is None:
+            log.warning(
+                "MCP server %s: tool name %r is too long to offer", connection.name, tool.name
+            )
+            continue
+        tools.append(McpTool(connection, tool, name))
+    return tools
+
+
+class McpServers:
+    """Every tenant's MCP connections, one per tenant, server name and settings."""
+
+    def __init__(self, *, ping_every_s: float = PING_EVERY_S) -> None:
+        self._ping_every_s = ping_every_s
+        self._connections: dict[tuple[str, str, str], McpConnection] = {}
+
+    def source(self, tenant_id: str, servers: Mapping[str, McpServerSettings]) -> McpToolSource:
+        return McpToolSource(
+            [(self._connection(tenant_id, name, s), s) for name, s in servers.items()]
+        )
+
+    def connections(self, tenant_id: str) -> list[McpConnection]:
+        return [c for (tenant, _, _), c in self._connections.items() if tenant == tenant_id]
+
+    async def aclose(self) -> None:
+        await asyncio.gather(*(c.aclose() for c in self._connections.values()))
+        self._connections.clear()
+
+    def _connection(self, tenant_id: str, name: str, settings: McpServerSettings) -> McpConnection:
+        fingerprint = hashlib.sha256(settings.model_dump_json().encode()).hexdigest()
+        key = (tenant_id, name, fingerprint)
+        if key not in self._connections:
+            self._connections[key] = McpConnection(
+                name, settings, tenant_id=tenant_id, ping_every_s=self._ping_every_s
+            )
+        return self._connections[key]
