@@ -15,8 +15,9 @@ from collections.abc import Mapping
 from fnmatch import fnmatchcase
 
 from backend.tool_settings import McpServerSettings
+from backend.tools import mcp_connection
 from backend.tools.base import Tool, ToolContext, ToolFailed
-from backend.tools.mcp_connection import PING_EVERY_S, ListedTool, McpConnection, McpUnavailable
+from backend.tools.mcp_connection import ListedTool, McpConnection, McpUnavailable
 
 log = logging.getLogger(__name__)
 
@@ -106,8 +107,8 @@ def _tools_of(
 class McpServers:
     """Every tenant's MCP connections, one per tenant, server name and settings."""
 
-    def __init__(self, *, ping_every_s: float = PING_EVERY_S) -> None:
-        self._ping_every_s = ping_every_s
+    def __init__(self, *, ping_every_s: float | None = None) -> None:
+        self._ping_every_s = ping_every_s or mcp_connection.PING_EVERY_S
         self._connections: dict[tuple[str, str, str], McpConnection] = {}
 
     def source(self, tenant_id: str, servers: Mapping[str, McpServerSettings]) -> McpToolSource:

@@ -1,148 +1,44 @@
 """The workspace tools: `read_file`, `list_files` and `write_file` over one directory per tenant,
 `<base_dir>/<tenant_id>/`, and nothing outside it.
 
-A path is checked twice: as text (relative, no `..`, no backslash or NUL), then on disk (its real
-path lies inside the tenant's real directory). Files are then reached one component at a time
-from the tenant's directory with O_NOFOLLOW, so a symlink swapped in after the check is refused
-rather than followed. Results and errors name paths only as the model gave them, never a host
-path.
+Every path reaches the disk through `workspace_paths`, which checks it and opens it without
+following a symlink swapped in after the check. Here live the tools' arguments, the rendering of
+results and the limits of a write. Results and errors name paths only as the model gave them,
+never a host path.
 """
 
 from __future__ import annotations
 
 import asyncio
-import errno
 import os
-import re
-import secrets
-import stat
 import threading
-from collections.abc import Generator, Iterator
-from contextlib import closing, contextmanager, suppress
-from dataclasses import dataclass
+from contextlib import closing, suppress
 from itertools import islice
 from pathlib import Path
 
+from backend.settings import TENANT_ID
 from backend.tool_settings import WorkspaceSettings
 from backend.tools.base import Tool, ToolContext, ToolFailed
-
-# backend.settings.TENANT_ID, which this layer may not import: checked again here because the
-# tenant id becomes a directory name.
-_TENANT_ID = re.compile(r"[a-z0-9][a-z0-9_-]{0,63}")
-_WINDOWS_ABSOLUTE = re.compile(r"[A-Za-z]:")
-_DIRECTORY_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
-# O_NONBLOCK: opening a FIFO must not hang the tool; it is then refused as not a regular file.
-_READ_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
-_APPEND_FLAGS = (
-    os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+from backend.tools.workspace_paths import (
+    MAX_DEPTH,
+    Entry,
+    append_to_file,
+    existing_size,
+    open_directory_nofollow,
+    parse_path,
+    read_regular_file,
+    replace_file,
+    report_os_errors_as,
+    resolve_inside,
+    walk_without_following,
 )
-_TEMP_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
 
-MAX_PATH_CHARS = 1024
-# Walking a tree holds one descriptor per level, so folders nest at most this deep.
-MAX_DEPTH = 32
 DEFAULT_MAX_LINES = 400
 MAX_LINES = 2000
 MAX_LISTED_ENTRIES = 500
 
 
-def parse_path(raw: object, *, allow_root: bool) -> tuple[str, ...]:
-    """The components of a path relative to the workspace; ToolFailed for anything else.
-
-    Refusals never repeat the path: an absolute one may be a host path."""
-    if raw is None and allow_root:
-        return ()
-    if not isinstance(raw, str):
-        raise ToolFailed("path must be a string")
-    if "\x00" in raw:
-        raise ToolFailed("path must not contain NUL characters")
-    if raw.startswith(("/", "\\")) or _WINDOWS_ABSOLUTE.match(raw):
-        raise ToolFailed("absolute paths are not allowed; give a path relative to the workspace")
-    if "\\" in raw:
-        raise ToolFailed("path must separate folders with /, not backslashes")
-    if len(raw) > MAX_PATH_CHARS:
-        raise ToolFailed(f"path is longer than {MAX_PATH_CHARS} characters")
-    parts = tuple(part for part in raw.split("/") if part not in ("", "."))
-    if ".." in parts:
-        raise ToolFailed("path must not contain '..'")
-    if not parts and not allow_root:
-        raise ToolFailed("path must not be empty")
-    return parts
-
-
-def _inside(root: str, parts: tuple[str, ...]) -> tuple[str, ...]:
-    """The components, below `root`, of the real path that `parts` lead to (symlinks resolved);
-    ToolFailed if that is not inside `root`, which is itself a real path."""
-    real = os.path.realpath(os.path.join(root, *parts))
-    if real == root:
-        return ()
-    if not real.startswith(root + os.sep):
-        raise ToolFailed("path leads outside the workspace")
-    return tuple(real[len(root) + 1 :].split(os.sep))
-
-
-@contextmanager
-def _os_errors(shown: str) -> Iterator[None]:
-    """OSError as ToolFailed, naming only `shown` (the path as the model gave it): an OSError's
-    own text carries the host path."""
-    try:
-        yield
-    except FileNotFoundError as exc:
-        raise ToolFailed(f"{shown}: no such file or directory") from exc
-    except OSError as exc:
-        if exc.errno == errno.ELOOP:
-            raise ToolFailed(f"{shown}: a symbolic link here is not followed") from exc
-        raise ToolFailed(f"{shown}: {exc.strerror or 'input/output error'}") from exc
-
-
-@contextmanager
-def _open_directory(root: str, parts: tuple[str, ...], *, create: bool) -> Iterator[int]:
-    """A descriptor of `root/parts`, reached with O_NOFOLLOW at every step: the parts come from
-    a real path, so a symlink met here was swapped in since, and is refused (ELOOP)."""
-    fd = os.open(root, _DIRECTORY_FLAGS)
-    try:
-        for part in parts:
-            if create:
-                with suppress(FileExistsError):
-                    os.mkdir(part, 0o700, dir_fd=fd)
-            child = os.open(part, _DIRECTORY_FLAGS, dir_fd=fd)
-            os.close(fd)
-            fd = child
-        yield fd
-    finally:
-        os.close(fd)
-
-
-@dataclass(frozen=True, slots=True)
-class _Entry:
-    path: str  # relative to the walked directory, folders separated by /
-    kind: str  # "directory", "file", "link", "special" or "too deep"
-    size: int = 0
-
-
-def _walk(directory_fd: int, prefix: str = "", depth: int = 0) -> Generator[_Entry, None, None]:
-    """Everything below a directory in sorted order. Symlinks are reported, never followed."""
-    with os.scandir(directory_fd) as scan:
-        entries = sorted(scan, key=lambda entry: entry.name)
-    for entry in entries:
-        path = prefix + entry.name
-        if entry.is_symlink():
-            yield _Entry(path, "link")
-        elif entry.is_dir(follow_symlinks=False):
-            yield _Entry(path, "directory" if depth < MAX_DEPTH else "too deep")
-            if depth < MAX_DEPTH:
-                fd = os.open(entry.name, _DIRECTORY_FLAGS, dir_fd=directory_fd)
-                try:
-                    yield from _walk(fd, path + "/", depth + 1)
-                finally:
-                    os.close(fd)
-        elif entry.is_file(follow_symlinks=False):
-            yield _Entry(path, "file", entry.stat(follow_symlinks=False).st_size)
-        else:
-            yield _Entry(path, "special")
-
-
-def _describe(entry: _Entry) -> str:
+def _describe(entry: Entry) -> str:
     descriptions = {
         "directory": f"{entry.path}/",
         "too deep": f"{entry.path}/ (not listed: nested too deep)",
@@ -196,9 +92,9 @@ class Workspace:
 
     def root(self, tenant_id: str) -> str:
         """The real path of the tenant's directory, created (mode 0o700) on first use."""
-        if not _TENANT_ID.fullmatch(tenant_id):
+        if not TENANT_ID.fullmatch(tenant_id):
             raise ToolFailed("this tenant has no workspace")
-        with _os_errors("the workspace"):
+        with report_os_errors_as("the workspace"):
             self._base_dir.mkdir(parents=True, exist_ok=True)
             with suppress(FileExistsError):
                 (self._base_dir / tenant_id).mkdir(mode=0o700)
@@ -208,10 +104,13 @@ class Workspace:
         """The text of a UTF-8 file; a symlink is followed only when it stays inside."""
         shown = "/".join(parts)
         root = self.root(tenant_id)
-        inner = _inside(root, parts) or (".",)  # a link to the workspace itself: a folder
+        inner = resolve_inside(root, parts) or (".",)  # a link to the workspace itself: a folder
         limit = self._settings.max_file_bytes
-        with _os_errors(shown), _open_directory(root, inner[:-1], create=False) as at:
-            data = _read_regular(at, inner[-1], limit, shown)
+        with (
+            report_os_errors_as(shown),
+            open_directory_nofollow(root, inner[:-1], create=False) as at,
+        ):
+            data = read_regular_file(at, inner[-1], limit, shown)
         if len(data) > limit:
             raise ToolFailed(f"{shown} is larger than the {limit} bytes a read may take")
         return _decode(data, shown)
@@ -220,12 +119,15 @@ class Workspace:
         """The entries below a folder, sorted, at most MAX_LISTED_ENTRIES of them."""
         shown = "/".join(parts)
         root = self.root(tenant_id)
-        inner = _inside(root, parts)
+        inner = resolve_inside(root, parts)
         prefix = f"{shown}/" if shown else ""
-        with _os_errors(shown or "."), _open_directory(root, inner, create=False) as at:
-            with closing(_walk(at, prefix)) as entries:
-                lines = [_describe(entry) for entry in islice(entries, MAX_LISTED_ENTRIES)]
-                is_cut = next(entries, None) is not None
+        with (
+            report_os_errors_as(shown or "."),
+            open_directory_nofollow(root, inner, create=False) as at,
+            closing(walk_without_following(at, prefix)) as entries,
+        ):
+            lines = [_describe(entry) for entry in islice(entries, MAX_LISTED_ENTRIES)]
+            is_cut = next(entries, None) is not None
         if not lines:
             return f"{prefix} is empty" if shown else "the workspace is empty"
         if is_cut:
@@ -238,18 +140,18 @@ class Workspace:
         """Write or append to a file, never through a symlink, within the workspace's limits."""
         shown = "/".join(parts)
         root = self.root(tenant_id)
-        parent = _inside(root, parts[:-1])
+        parent = resolve_inside(root, parts[:-1])
         if len(parent) > MAX_DEPTH:
             raise ToolFailed(f"folders nest at most {MAX_DEPTH} deep")
-        with self._locks.setdefault(tenant_id, threading.Lock()), _os_errors(shown):
-            existing = _existing_size(root, parent, parts[-1], shown)
+        with self._locks.setdefault(tenant_id, threading.Lock()), report_os_errors_as(shown):
+            existing = existing_size(root, parent, parts[-1], shown)
             size = (existing or 0) + len(data) if append else len(data)
             self._check_limits(root, shown, existing, size)
-            with _open_directory(root, parent, create=True) as at:
+            with open_directory_nofollow(root, parent, create=True) as at:
                 if append:
-                    _append(at, parts[-1], data, shown)
+                    append_to_file(at, parts[-1], data, shown)
                 else:
-                    _replace(at, parts[-1], data)
+                    replace_file(at, parts[-1], data)
         if append:
             return f"appended {len(data)} bytes to {shown} (now {size} bytes)"
         return f"wrote {len(data)} bytes to {shown}"
@@ -261,7 +163,10 @@ class Workspace:
                 f"{shown} would be {size} bytes; a file may hold {limits.max_file_bytes}"
             )
         # Counted afresh on every write: there is no tally on the side to drift from the disk.
-        with _open_directory(root, (), create=False) as at, closing(_walk(at)) as entries:
+        with (
+            open_directory_nofollow(root, (), create=False) as at,
+            closing(walk_without_following(at)) as entries,
+        ):
             files = [entry.size for entry in entries if entry.kind == "file"]
         if existing is None and len(files) >= limits.max_files:
             raise ToolFailed(f"the workspace already holds its limit of {limits.max_files} files")
@@ -270,63 +175,6 @@ class Workspace:
             raise ToolFailed(
                 f"the workspace would hold {total} bytes; its limit is {limits.max_total_bytes}"
             )
-
-
-def _existing_size(root: str, parent: tuple[str, ...], name: str, shown: str) -> int | None:
-    """The size of the file to be written, or None if there is none yet."""
-    try:
-        with _open_directory(root, parent, create=False) as at:
-            info = os.stat(name, dir_fd=at, follow_symlinks=False)
-    except FileNotFoundError:
-        return None
-    _require_regular(info.st_mode, shown)
-    return info.st_size
-
-
-def _require_regular(mode: int, shown: str) -> None:
-    if stat.S_ISLNK(mode):
-        raise ToolFailed(f"{shown} is a symbolic link; write_file does not write through links")
-    if stat.S_ISDIR(mode):
-        raise ToolFailed(f"{shown} is a folder; use list_files to see what it holds")
-    if not stat.S_ISREG(mode):
-        raise ToolFailed(f"{shown} is not a regular file")
-
-
-def _read_regular(directory_fd: int, name: str, limit: int, shown: str) -> bytes:
-    """At most `limit + 1` bytes of a regular file (one more, to tell a file that is too big)."""
-    fd = os.open(name, _READ_FLAGS, dir_fd=directory_fd)
-    try:
-        _require_regular(os.fstat(fd).st_mode, shown)
-        with os.fdopen(fd, "rb", closefd=False) as file:
-            return file.read(limit + 1)
-    finally:
-        os.close(fd)
-
-
-def _replace(directory_fd: int, name: str, data: bytes) -> None:
-    """Write a whole file atomically: a reader sees the old content or the new, never half.
-    A symlink swapped in meanwhile is replaced itself; rename never writes through it."""
-    temporary = f".tally-write-{secrets.token_hex(8)}.tmp"
-    fd = os.open(temporary, _TEMP_FLAGS, 0o600, dir_fd=directory_fd)
-    try:
-        with os.fdopen(fd, "wb") as file:
-            file.write(data)
-            file.flush()
-            os.fsync(file.fileno())
-        os.replace(temporary, name, src_dir_fd=directory_fd, dst_dir_fd=directory_fd)
-    except BaseException:
-        with suppress(FileNotFoundError):
-            os.unlink(temporary, dir_fd=directory_fd)
-        raise
-    os.fsync(directory_fd)  # so the rename, too, survives a crash
-
-
-def _append(directory_fd: int, name: str, data: bytes, shown: str) -> None:
-    with os.fdopen(os.open(name, _APPEND_FLAGS, 0o600, dir_fd=directory_fd), "ab") as file:
-        _require_regular(os.fstat(file.fileno()).st_mode, shown)
-        file.write(data)
-        file.flush()
-        os.fsync(file.fileno())
 
 
 def _flag(arguments: dict[str, object], key: str) -> bool:

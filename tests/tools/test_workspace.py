@@ -11,13 +11,8 @@ import pytest
 
 from backend.tool_settings import WorkspaceSettings
 from backend.tools.base import ToolContext, ToolFailed
-from backend.tools.workspace import (
-    MAX_LINES,
-    MAX_LISTED_ENTRIES,
-    _open_directory,
-    _read_regular,
-    workspace_tools,
-)
+from backend.tools.workspace import MAX_LINES, MAX_LISTED_ENTRIES, workspace_tools
+from backend.tools.workspace_paths import open_directory_nofollow, read_regular_file
 
 ACME = ToolContext(tenant_id="acme", session_id="s-acme", turn_id="t-acme")
 GLOBEX = ToolContext(tenant_id="globex", session_id="s-globex", turn_id="t-globex")
@@ -463,10 +458,10 @@ def test_a_symlink_swapped_in_after_the_check_is_not_followed(tmp_path: Path) ->
     (root / "docs").symlink_to(outside)  # was a real folder when checked
     (root / "notes.txt").symlink_to(outside / "secret.txt")  # was a real file when checked
 
-    with pytest.raises(OSError), _open_directory(str(root), ("docs",), create=False):
+    with pytest.raises(OSError), open_directory_nofollow(str(root), ("docs",), create=False):
         pass
-    with _open_directory(str(root), (), create=False) as at, pytest.raises(OSError):
-        _read_regular(at, "notes.txt", 100, "notes.txt")
+    with open_directory_nofollow(str(root), (), create=False) as at, pytest.raises(OSError):
+        read_regular_file(at, "notes.txt", 100, "notes.txt")
 
 
 # Tenants
