@@ -126,6 +126,8 @@ def _tool_call(call: ToolCall) -> ChatCompletionMessageFunctionToolCallParam:
 
 
 def _tool_message(message: RequestMessage) -> ChatCompletionToolMessageParam:
-    # The protocol has no error flag for tool results, so the failure is said in the text.
-    content = f"Error: {message.content}" if message.is_error else message.content
+    # The protocol has no error flag for tool results, so the failure is said in the text,
+    # once: the registry's own errors already begin with "error:".
+    is_unsaid = message.is_error and not message.content.lower().startswith("error")
+    content = f"Error: {message.content}" if is_unsaid else message.content
     return {"role": "tool", "tool_call_id": message.tool_call_id or "", "content": content}
