@@ -9,7 +9,13 @@ from pathlib import Path
 import pytest
 
 from backend.errors import ConfigError
-from backend.settings import ModelSettings, load_settings
+from backend.settings import (
+    ModelSettings,
+    file_only_problems,
+    layered_overrides,
+    load_settings,
+    tenant_settings,
+)
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -53,6 +59,16 @@ def test_shipped_config_is_valid() -> None:
         ("summarizer: {provider: z, name: n}\n", "summarizer.provider", "'z' is not defined"),
         ("tenants:\n  acme: {persona: {nmae: x}}\n", "tenants.acme.persona.nmae", "unknown key"),
         ("tools:\n  max_tool_iterations: 0\n", "tools.max_tool_iterations", "greater than"),
+        (
+            "tools:\n  mcp_servers:\n    fs: {command: x, url: 'http://a'}\n",
+            "tools.mcp_servers.fs",
+            "either command (stdio) or url",
+        ),
+        ("tools:\n  mcp_servers:\n    fs: {url: 'ftp://a'}\n", "tools.mcp_servers.fs", "http"),
+        ("tools:\n  mcp_servers:\n    my_fs: {command: x}\n", "tools.mcp_servers", "'-'"),
+        ("tools:\n  mcp_servers:\n    fs: {command: x, env: ['1X']}\n", "env.0", "variable"),
+        ("tools:\n  approval: {required: ['rm -rf']}\n", "tools.approval.required", "glob"),
+        ("tools:\n  workspace: {max_file_bytes: 0}\n", "tools.workspace.max_file_bytes", "greater"),
     ],
 )
 def test_bad_value_names_file_key_and_reason(
@@ -160,3 +176,18 @@ def test_reasoning_in_tool_loop_is_refused_outside_openai_compatible(tmp_path: P
     assert "providers.a.reasoning_in_tool_loop: Value error, for kind openai_compatible only" in (
         caught.value.message
     )
+
+
+def test_a_tenants_api_settings_layer_over_its_file_settings_key_by_key(tmp_path: Path) -> None:
+    path = write(
+        tmp_path,
+        "tenants:\n  acme:\n    tools:\n      mcp_servers:\n        fs: {command: fs-server}\n",
+    )
+    settings = load_settings(path)
+    layered = layered_overrides(settings, "acme", {"tools": {"enabled": ["now"]}})
+    effective = tenant_settings(settings, "acme", layered)
+    assert effective.tools.enabled == ["now"]
+    assert effective.tools.mcp_servers["fs"].command == "fs-server"
+    assert file_only_problems({"tools": {"mcp_servers": {}}}) == [
+        "tools.mcp_servers: set in config.yaml by the operator only"
+    ]

@@ -24,7 +24,7 @@ from backend.channels.bot_runner import BotRunner
 from backend.chat.services import Services
 from backend.errors import ConfigError, InvalidInput
 from backend.storage.tenants import ApiKeyRecord, Tenant, TenantNotFound
-from backend.tenancy.admin import create_key, create_tenant
+from backend.tenancy.admin import create_key, create_tenant, refuse_file_only
 from backend.tenancy.keys import Principal
 
 router = APIRouter(prefix="/api/admin", tags=["admin"])
@@ -68,6 +68,7 @@ async def _check_runtime(
 ) -> None:
     """Refuse settings that are invalid, that the tenant's runtime could not run with, or
     whose bots could not run (a token unset, or another bot's)."""
+    refuse_file_only(overrides)
     try:
         effective = await services.runtimes.check(tenant_id, overrides)
         channels.check(tenant_id, effective.channels)

@@ -16,11 +16,17 @@ from backend.storage.tenants import ApiKeyRecord, ApiKeyRepository, Tenant, Tena
 from backend.tenancy.keys import Scope, new_key
 
 
-def check_overrides(base: Settings, tenant_id: str, overrides: dict[str, Any]) -> None:
-    """Validate a tenant's overrides exactly like config.yaml (InvalidInput names the key)."""
+def refuse_file_only(overrides: dict[str, Any]) -> None:
+    """InvalidInput for settings sent through the API or a command that only config.yaml may
+    set (an MCP server's command runs on the operator's host)."""
     problems = file_only_problems(overrides)
     if problems:
         raise InvalidInput("; ".join(problems), code="invalid_settings")
+
+
+def check_overrides(base: Settings, tenant_id: str, overrides: dict[str, Any]) -> None:
+    """Validate a tenant's overrides exactly like config.yaml (InvalidInput names the key)."""
+    refuse_file_only(overrides)
     try:
         tenant_settings(base, tenant_id, layered_overrides(base, tenant_id, overrides))
     except ConfigError as exc:

@@ -290,3 +290,23 @@ async def test_a_system_template_missing_from_prompts_is_refused(
         assert refused.json()["error"]["code"] == "invalid_settings"
         assert "/tmp" not in refused.json()["error"]["message"]  # no server paths
     assert sessions.status_code == 200, sessions.text  # the tenant keeps working
+
+
+async def test_an_mcp_server_is_never_set_through_the_admin_api(
+    served: tuple[httpx.AsyncClient, FastAPI],
+) -> None:
+    """An MCP server's command runs on the operator's host: config.yaml sets it, no key does."""
+    client, _ = served
+    server = {"tools": {"mcp_servers": {"sh": {"command": "sh", "args": ["-c", "id"]}}}}
+    created = await client.post(
+        "/api/admin/tenants", headers=OPERATOR, json={"id": "mallory", "settings": server}
+    )
+    patched = await client.patch(
+        "/api/admin/tenants/acme", headers=OPERATOR, json={"settings": server}
+    )
+    for refused in (created, patched):
+        assert refused.status_code == 422, refused.text
+        assert refused.json()["error"]["code"] == "invalid_settings"
+        assert "tools.mcp_servers: set in config.yaml by the operator only" in refused.text
+    listed = (await client.get("/api/admin/tenants", headers=OPERATOR)).json()["tenants"]
+    assert "mallory" not in {tenant["id"] for tenant in listed}
