@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from enum import Enum
 from fnmatch import fnmatchcase
@@ -30,11 +32,23 @@ class ApprovalPolicy:
         return any(fnmatchcase(tool_name, pattern) for pattern in self.required)
 
 
+# Told when the turn starts and stops waiting for a decision (True, then False), so that a
+# decision sent to another process finds this one.
+Announce = Callable[[bool], Awaitable[None]]
+
+
+def approval_ref(tool_call_id: str) -> str:
+    """A short stand-in for a tool call's id, for a chat button's data (Telegram allows 64
+    bytes, and vendors' ids can be long); `Approvals.decide` takes either."""
+    return hashlib.sha256(tool_call_id.encode()).hexdigest()[:12]
+
+
 class Approvals:
     """One turn's calls waiting for a decision, by tool call id."""
 
-    def __init__(self) -> None:
+    def __init__(self, announce: Announce | None = None) -> None:
         self._waiting: dict[str, asyncio.Future[bool]] = {}
+        self._announce = announce
 
     def ask(self, tool_call_id: str) -> None:
         """Open the question before it is shown, so an answer that comes at once is kept."""
@@ -43,21 +57,25 @@ class Approvals:
     async def wait(self, tool_call_id: str, timeout_s: float) -> Decision:
         future = self._waiting[tool_call_id]
         try:
+            if self._announce is not None:
+                await self._announce(True)
             with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(timeout_s):
                     return Decision.APPROVED if await future else Decision.DENIED
             return Decision.TIMED_OUT
         finally:
             del self._waiting[tool_call_id]
+            if self._announce is not None:
+                await self._announce(False)
 
-    def decide(self, tool_call_id: str, *, approved: bool) -> bool:
-        """Answer a waiting call; False when none waits under that id (never asked, already
-        answered, or timed out)."""
-        future = self._waiting.get(tool_call_id)
-        if future is None or future.done():
-            return False
-        future.set_result(approved)
-        return True
+    def decide(self, call: str, *, approved: bool) -> bool:
+        """Answer a waiting call, named by its id or its `approval_ref`; False when none waits
+        so (never asked, already answered, or timed out)."""
+        for tool_call_id, future in self._waiting.items():
+            if call in (tool_call_id, approval_ref(tool_call_id)) and not future.done():
+                future.set_result(approved)
+                return True
+        return False
 
 
 def not_run_note(decision: Decision, timeout_s: float) -> str:

@@ -12,7 +12,7 @@ import dataclasses
 import logging
 from datetime import UTC, datetime
 
-from backend.chat.approvals import ApprovalPolicy
+from backend.chat.approvals import ApprovalPolicy, Approvals
 from backend.chat.runtime import RuntimeRegistry, TenantRuntime
 from backend.chat.tool_loop import LoopOutcome, run_tool_loop
 from backend.chat.turn_handle import TurnHandle, TurnRequest
@@ -61,7 +61,14 @@ class TurnRunner:
         self._running: dict[tuple[str, str], list[TurnHandle]] = {}
 
     def start(self, request: TurnRequest) -> TurnHandle:
-        handle = TurnHandle(request)
+        handle = TurnHandle(
+            request,
+            Approvals(  # reads the turn's id when it waits: a resumed turn takes its old one
+                lambda waiting: self._coordinator.approval_waiting(
+                    request.tenant_id, handle.turn_id, waiting=waiting
+                )
+            ),
+        )
         self._running.setdefault((request.tenant_id, request.session_id), []).append(handle)
         task = asyncio.create_task(self._run(handle), name=f"turn {handle.turn_id}")
         self._tasks.add(task)

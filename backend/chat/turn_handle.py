@@ -37,7 +37,7 @@ class TurnHandle:
     """A running turn: its events, in order, a way to cancel it, and its tool calls waiting
     for approval."""
 
-    def __init__(self, request: TurnRequest) -> None:
+    def __init__(self, request: TurnRequest, approvals: Approvals | None = None) -> None:
         self.request = request
         self.started_at = time.perf_counter()
         self.turn_id = new_turn_id()
@@ -45,7 +45,7 @@ class TurnHandle:
         self._llm_task: asyncio.Task[None] | None = None
         self.is_cancel_requested = False
         self._is_finished = False
-        self.approvals = Approvals()  # its tool calls waiting for a person's decision
+        self.approvals = approvals or Approvals()  # its calls waiting for a person's decision
 
     def log_fields(self) -> dict[str, str]:
         """Ids for structured logs; never message text."""

@@ -55,6 +55,9 @@ class Coordinator(Protocol):
         """Ask the other processes running a turn of the session to cancel it; whether one
         could be asked. CoordinationUnavailable when they cannot be reached."""
 
+    async def approval_waiting(self, tenant_id: str, turn_id: str, *, waiting: bool) -> None:
+        """This process's turn waits (or no longer waits) for a decision on a tool call."""
+
     async def decide_elsewhere(
         self, tenant_id: str, turn_id: str, tool_call_id: str, approved: bool
     ) -> bool:

@@ -37,6 +37,9 @@ class LocalCoordinator:
     async def cancel_elsewhere(self, tenant_id: str, session_id: str) -> bool:
         return False  # there is nowhere else
 
+    async def approval_waiting(self, tenant_id: str, turn_id: str, *, waiting: bool) -> None:
+        return None
+
     async def decide_elsewhere(
         self, tenant_id: str, turn_id: str, tool_call_id: str, approved: bool
     ) -> bool:

@@ -5,7 +5,8 @@ id) and keeps, per session it runs turns of, its id in a Redis set; a cancel is 
 the channel of each id in the set. A process that died hears nothing: PUBLISH reaches no
 subscriber, and its id is taken out of the set. The requests-per-minute windows are the `limits`
 library's moving windows in Redis, exact across processes. Streaming turns' events are kept in
-Redis streams (`redis_journal`).
+Redis streams (`redis_journal`). A turn waiting for approval of a tool call has a key saying so;
+a decision is published to every process, and the one whose turn waits applies it.
 """
 
 from __future__ import annotations
@@ -113,18 +114,26 @@ class RedisCoordinator:
             raise CoordinationUnavailable(f"Redis cannot be reached to cancel: {exc}") from exc
         return reached
 
+    async def approval_waiting(self, tenant_id: str, turn_id: str, *, waiting: bool) -> None:
+        key = self._waiting_key(tenant_id, turn_id)
+        try:
+            if waiting:
+                await self._redis.set(key, self.process_id, ex=TURN_SET_TTL_S)
+            else:
+                await self._redis.delete(key)
+        except RedisError as exc:  # the turn waits on; only a decision sent elsewhere misses it
+            log.warning("coordination: cannot record a turn waiting for approval: %s", exc)
+
     async def decide_elsewhere(
         self, tenant_id: str, turn_id: str, tool_call_id: str, approved: bool
     ) -> bool:
-        """Every process hears the decision; the one running the turn applies it. Only a
-        streamed turn's client sees the question, and a streamed turn is journaled: a turn
-        the journal does not know runs nowhere."""
+        """Every process hears the decision; the one whose turn waits applies it."""
         message = json.dumps(
             {"tenant": tenant_id, "turn": turn_id, "call": tool_call_id, "approved": approved}
         )
-        if not await self._journal.is_known(tenant_id, turn_id):
-            return False
         try:
+            if not await self._redis.exists(self._waiting_key(tenant_id, turn_id)):
+                return False
             await self._redis.publish(self._approvals_channel(), message)
         except RedisError as exc:
             raise CoordinationUnavailable(f"Redis cannot be reached to decide: {exc}") from exc
@@ -176,3 +185,6 @@ class RedisCoordinator:
 
     def _approvals_channel(self) -> str:
         return f"{self._prefix}:approvals"
+
+    def _waiting_key(self, tenant_id: str, turn_id: str) -> str:
+        return f"{self._prefix}:approval:{tenant_id}:{turn_id}"

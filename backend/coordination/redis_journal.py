@@ -66,13 +66,6 @@ class RedisTurnJournal:
             for row_id, fields in cast(list[tuple[str, dict[str, str]]], rows)
         ]
 
-    async def is_known(self, tenant_id: str, turn_id: str) -> bool:
-        """Whether the tenant's turn is journaled (running, or ended within the keep time)."""
-        try:
-            return bool(await self._redis.exists(self._key(tenant_id, turn_id)))
-        except RedisError as exc:
-            raise CoordinationUnavailable(f"Redis cannot be reached: {exc}") from exc
-
     async def mark_watched(self, tenant_id: str, turn_id: str, *, for_s: float) -> None:
         try:
             await self._redis.set(self._watched_key(tenant_id, turn_id), 1, px=int(for_s * 1000))

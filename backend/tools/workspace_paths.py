@@ -104,6 +104,8 @@ def open_directory_nofollow(root: str, parts: tuple[str, ...], *, create: bool) 
 
 @dataclass(frozen=True, slots=True)
 class Entry:
+    """One thing a walk found; its path is never followed to tell what it is."""
+
     path: str  # relative to the walked directory, folders separated by /
     kind: str  # "directory", "file", "link", "special" or "too deep"
     size: int = 0
