@@ -1,20 +1,27 @@
 """The commands a chat user sends a bot (`/new`, `/stop`, `/summary`, `/memory`, `/forget`),
 the same on every platform: each reads or changes this chat's session and memory, and says
 what it did. A platform renders the reply (and `/forget`'s choices, as buttons or a numbered
-list answered with `/forget <n>`). Also what a platform's message asks of a bot: a command, a
+list answered with `/forget <n>`); a tool call waiting for approval is a question with
+Approve and Deny buttons. Also what a platform's message asks of a bot: a command, a
 turn, or nothing, and who may ask (`allow_from`)."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from backend.channels.context import ChannelServices
+from backend.chat.approvals import approval_ref
+from backend.domain.events import ToolApprovalRequested
 from backend.memory.base import MemoryEntryNotFound
 from backend.memory.entries import MemoryEntry
 
 FORGET_CHOICES = 10
 FORGET_PREFIX = "forget:"
+APPROVE_PREFIX = "approve:"
+DENY_PREFIX = "deny:"
+ARGUMENTS_SHOWN = 300  # characters of a call's arguments in an approval question
 FORGOTTEN = "Forgotten."
 HELP = (
     "I am {persona}, a chat assistant that remembers: older turns of our conversation are "
@@ -101,10 +108,21 @@ class Commands:
         return await handler(chat)
 
     async def press(self, data: str, chat: ChatRef) -> str:
-        """A choice pressed: `/forget`'s entry to remove."""
-        if not data.startswith(FORGET_PREFIX):
-            return "That button is no longer in use."
-        return await self._delete(data[len(FORGET_PREFIX) :], chat)
+        """A choice pressed: `/forget`'s entry to remove, or a decision on a tool call."""
+        if data.startswith(FORGET_PREFIX):
+            return await self._delete(data[len(FORGET_PREFIX) :], chat)
+        if data.startswith((APPROVE_PREFIX, DENY_PREFIX)):
+            return await self._decide(data, chat)
+        return "That button is no longer in use."
+
+    async def _decide(self, data: str, chat: ChatRef) -> str:
+        verb, turn_id, call_ref = [*data.split(":", 2), "", ""][:3]
+        approved = verb + ":" == APPROVE_PREFIX
+        if not await self._services.chat.decide(
+            tenant_id=chat.tenant_id, turn_id=turn_id, tool_call_id=call_ref, approved=approved
+        ):
+            return "That call is no longer waiting for a decision."
+        return "Approved: it runs now." if approved else "Denied: it will not run."
 
     async def _forget_numbered(self, argument: str, chat: ChatRef) -> CommandReply:
         """`/forget <n>`: the n-th entry `/forget` lists, for platforms without buttons."""
@@ -180,3 +198,17 @@ class Commands:
 
 def _short(text: str, limit: int = 48) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def approval_question(turn_id: str, asked: ToolApprovalRequested) -> CommandReply:
+    """What a chat shows for a tool call that waits for approval, with Approve and Deny."""
+    arguments = json.dumps(asked.arguments, ensure_ascii=False)
+    minutes = max(1, round(asked.timeout_s / 60))
+    text = (
+        f"I would like to run {asked.tool_name} with {_short(arguments, ARGUMENTS_SHOWN)}. "
+        f"Allow it? Without an answer it is denied in {minutes} min."
+    )
+    ref = f"{turn_id}:{approval_ref(asked.tool_call_id)}"
+    return CommandReply(
+        text, [Choice("Approve", APPROVE_PREFIX + ref), Choice("Deny", DENY_PREFIX + ref)]
+    )

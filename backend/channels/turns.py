@@ -10,8 +10,10 @@ from collections.abc import Sequence
 from contextlib import AbstractAsyncContextManager
 from typing import Generic, Protocol, TypeVar
 
+from backend.channels.commands import CommandReply, approval_question
 from backend.channels.context import ChannelServices
-from backend.domain.events import TurnCompleted
+from backend.chat.turn_handle import TurnHandle
+from backend.domain.events import ToolApprovalRequested, TurnCompleted, TurnFailed
 from backend.domain.inbound import InboundMessage
 from backend.errors import TallyError
 from backend.metrics import CHANNEL_EVENTS
@@ -24,6 +26,7 @@ TITLE_CHARS = 60  # of a new session's title: the first line of its first messag
 
 # Refusals whose own words tell the user what to do; any other is named by its code.
 SAID_AS_IS = ("rate_limited", "token_quota_exceeded", "message_too_long", "photo_unavailable")
+NO_BUTTONS = "{tool} needs your approval to run, and this chat cannot ask for it: it was not run."
 
 
 def title_for(text: str) -> str:
@@ -41,6 +44,11 @@ class Replies(Protocol, Generic[Chunk]):
 
     def working(self) -> AbstractAsyncContextManager[None]:
         """Shown while the model works ("typing…"), where the platform has such a sign."""
+        ...
+
+    async def ask(self, question: CommandReply) -> bool:
+        """Show a question whose choices come back as presses (buttons); False where the
+        platform has no buttons (the question is then not shown)."""
         ...
 
 
@@ -61,7 +69,7 @@ class ChannelTurns:
         try:
             handle = await self._services.chat.start(inbound)
             async with replies.working():
-                end = await handle.result()
+                end = await self._until_the_end(handle, replies)
         except TallyError as exc:  # refused before the turn: too long, the request limit
             await self.notice(replies, exc.code, exc.message)
             return
@@ -80,6 +88,32 @@ class ChannelTurns:
             )
             self._services.failpoints.hit(f"{self._kind}.chunk_sent")
         CHANNEL_EVENTS.labels(inbound.tenant_id, self._bot, "reply").inc()
+
+    async def _until_the_end(
+        self, handle: TurnHandle, replies: Replies[Chunk]
+    ) -> TurnCompleted | TurnFailed:
+        """The turn's final event; a tool call waiting for approval is asked in the chat."""
+        async for event in handle.events():
+            if isinstance(event, TurnCompleted | TurnFailed):
+                return event
+            if isinstance(event, ToolApprovalRequested):
+                await self._ask(handle, event, replies)
+        raise AssertionError("a turn always ends with TurnCompleted or TurnFailed")
+
+    async def _ask(
+        self, handle: TurnHandle, asked: ToolApprovalRequested, replies: Replies[Chunk]
+    ) -> None:
+        if await replies.ask(approval_question(handle.turn_id, asked)):
+            return
+        # No buttons here: deny at once rather than let the chat wait for the time to run out.
+        await self._services.chat.decide(
+            tenant_id=handle.request.tenant_id,
+            turn_id=handle.turn_id,
+            tool_call_id=asked.tool_call_id,
+            approved=False,
+        )
+        for chunk in replies.chunks(NO_BUTTONS.format(tool=asked.tool_name)):
+            await replies.send(chunk)
 
     async def notice(self, replies: Replies[Chunk], code: str, message: str) -> None:
         """A turn that did not answer says so; it is never stored as a reply."""

@@ -11,6 +11,7 @@ from collections.abc import Callable, Sequence
 from contextlib import AbstractAsyncContextManager
 
 from backend.channels.chunking import Block, pack, pieces
+from backend.channels.commands import CommandReply
 from backend.channels.dingtalk.openapi import DingTalkApi, DingTalkError, Target
 
 log = logging.getLogger(__name__)
@@ -79,6 +80,9 @@ class ConversationReplies:
 
     def working(self) -> AbstractAsyncContextManager[None]:
         return contextlib.nullcontext()
+
+    async def ask(self, question: CommandReply) -> bool:
+        return False  # a robot's Markdown message has no buttons that call back
 
     def _webhook_usable(self) -> bool:
         if not self._webhook or not self._api.is_own_host(self._webhook):

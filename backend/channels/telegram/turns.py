@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 from telegram import Message
 from telegram.error import TelegramError
 
-from backend.channels.commands import Ask, ChatRef
+from backend.channels.commands import Ask, ChatRef, CommandReply
 from backend.channels.telegram.format import Chunk, telegram_chunks
 from backend.channels.telegram.outbound import Outbox
 from backend.channels.turns import ChannelTurns, title_for
@@ -32,7 +32,8 @@ PHOTO_UNAVAILABLE = "I could not fetch that photo from Telegram; please send it 
 class ChatReplies:
     """One Telegram chat as `Replies`."""
 
-    def __init__(self, outbox: Outbox, chat_id: int) -> None:
+    def __init__(self, channel: TelegramChannel, outbox: Outbox, chat_id: int) -> None:
+        self._channel = channel
         self._outbox = outbox
         self._chat_id = chat_id
 
@@ -45,6 +46,10 @@ class ChatReplies:
     def working(self) -> AbstractAsyncContextManager[None]:
         return self._outbox.typing(self._chat_id)
 
+    async def ask(self, question: CommandReply) -> bool:
+        await self._channel.reply(self._chat_id, question)  # its choices as inline buttons
+        return True
+
 
 class TelegramTurns:
     def __init__(self, channel: TelegramChannel, turns: ChannelTurns, outbox: Outbox):
@@ -55,7 +60,7 @@ class TelegramTurns:
     async def answer(
         self, message: Message, ask: Ask, chat: ChatRef, platform_id: str, chunks_sent: int
     ) -> None:
-        replies = ChatReplies(self._outbox, message.chat_id)
+        replies = ChatReplies(self._channel, self._outbox, message.chat_id)
         try:
             photos = await self._photos(message)
         except TelegramError as exc:  # the text alone would be answered as if the photo was seen
