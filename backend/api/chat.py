@@ -62,6 +62,7 @@ async def send(
             session_id=body.session_id,  # the turn reads it, under its lock: 404 if unknown
             idempotency_key=idempotency_key,
             stream=body.stream,
+            can_approve=body.stream,  # a streaming client sees tool.approval and can answer
         )
     )
     if body.stream:

@@ -46,9 +46,9 @@ class Replies(Protocol, Generic[Chunk]):
         """Shown while the model works ("typing…"), where the platform has such a sign."""
         ...
 
-    async def ask(self, question: CommandReply) -> bool:
-        """Show a question whose choices come back as presses (buttons); False where the
-        platform has no buttons (the question is then not shown)."""
+    async def ask(self, question: CommandReply) -> None:
+        """Show a question whose choices come back as presses (buttons). Asked only of chats
+        whose messages say they can answer (`InboundMessage.can_approve`)."""
         ...
 
 
@@ -96,24 +96,9 @@ class ChannelTurns:
         async for event in handle.events():
             if isinstance(event, TurnCompleted | TurnFailed):
                 return event
-            if isinstance(event, ToolApprovalRequested):
-                await self._ask(handle, event, replies)
+            if isinstance(event, ToolApprovalRequested):  # only where the chat can answer
+                await replies.ask(approval_question(handle.turn_id, event))
         raise AssertionError("a turn always ends with TurnCompleted or TurnFailed")
-
-    async def _ask(
-        self, handle: TurnHandle, asked: ToolApprovalRequested, replies: Replies[Chunk]
-    ) -> None:
-        if await replies.ask(approval_question(handle.turn_id, asked)):
-            return
-        # No buttons here: deny at once rather than let the chat wait for the time to run out.
-        await self._services.chat.decide(
-            tenant_id=handle.request.tenant_id,
-            turn_id=handle.turn_id,
-            tool_call_id=asked.tool_call_id,
-            approved=False,
-        )
-        for chunk in replies.chunks(NO_BUTTONS.format(tool=asked.tool_name)):
-            await replies.send(chunk)
 
     async def notice(self, replies: Replies[Chunk], code: str, message: str) -> None:
         """A turn that did not answer says so; it is never stored as a reply."""

@@ -21,12 +21,14 @@ class Decision(Enum):
     APPROVED = "approved"
     DENIED = "denied"
     TIMED_OUT = "timed_out"
+    UNASKABLE = "unaskable"  # nobody could be asked: the client cannot answer
 
 
 @dataclass(frozen=True, slots=True)
 class ApprovalPolicy:
     required: tuple[str, ...] = ()  # tool names or globs
     timeout_s: float = 300.0
+    can_ask: bool = True  # False: the turn's client cannot answer, so such calls are denied
 
     def requires(self, tool_name: str) -> bool:
         return any(fnmatchcase(tool_name, pattern) for pattern in self.required)
@@ -82,4 +84,9 @@ def not_run_note(decision: Decision, timeout_s: float) -> str:
     """What the model reads instead of a result, for a call that did not run."""
     if decision is Decision.DENIED:
         return "error: the user denied this call; it did not run"
+    if decision is Decision.UNASKABLE:
+        return (
+            "error: this call needs a person's approval, which cannot be given where this "
+            "conversation happens; it did not run"
+        )
     return f"error: no one approved this call within {timeout_s:g} s; it did not run"

@@ -47,6 +47,7 @@ class ChatService:
                 user_input=user_input,
                 idempotency_key=key,
                 stream=inbound.stream,
+                can_approve=inbound.can_approve,
             )
         )
 

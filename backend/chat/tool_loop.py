@@ -111,7 +111,9 @@ async def run_tool_loop(
         for call in calls:
             yield ToolStarted(call=call)
             decision = Decision.APPROVED
-            if approval.requires(call.name):
+            if approval.requires(call.name) and not approval.can_ask:
+                decision = Decision.UNASKABLE
+            elif approval.requires(call.name):
                 approvals.ask(call.id)
                 yield ToolApprovalRequested(call.id, call.name, call.arguments, approval.timeout_s)
                 decision = await approvals.wait(call.id, approval.timeout_s)

@@ -287,7 +287,11 @@ class TurnRunner:
                 record=record,
                 outcome=outcome,
                 max_result_chars=tools.max_result_chars,
-                approval=ApprovalPolicy(tuple(tools.approval.required), tools.approval.timeout_s),
+                approval=ApprovalPolicy(
+                    tuple(tools.approval.required),
+                    tools.approval.timeout_s,
+                    can_ask=request.can_approve,
+                ),
                 approvals=handle.approvals,
             ):
                 handle.emit(event)

@@ -27,6 +27,7 @@ class TurnRequest:
     user_input: UserInput
     idempotency_key: str | None = None  # blank means none
     stream: bool = True  # whether the client watches tokens arrive
+    can_approve: bool = False  # whether someone can answer a tool call's approval question
 
     def __post_init__(self) -> None:
         key = normalise_idempotency_key(self.idempotency_key)

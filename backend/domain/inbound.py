@@ -41,3 +41,6 @@ class InboundMessage:
     is_group: bool = False
     is_mentioned: bool = False  # in a group: whether the bot was mentioned or replied to
     stream: bool = True  # whether someone watches tokens arrive
+    # Whether someone can answer a tool call's `tool.approval` (a streaming client, a chat
+    # with buttons); where nobody can, such a call is denied at once instead of waiting.
+    can_approve: bool = False

@@ -1,6 +1,6 @@
 """A tool call waiting for approval in a chat: Telegram asks with Approve and Deny buttons and
-the turn goes on when one is pressed; DingTalk, which has no buttons that call back, says so
-and the call is denied at once instead of leaving the chat waiting.
+the turn goes on when one is pressed; on DingTalk, which has no buttons that call back, the call
+is denied at once (the model is told, and says so) instead of leaving the chat waiting.
 
 The tool under approval is the workspace's `write_file`, whose effect is a file on disk.
 """
@@ -108,14 +108,18 @@ async def test_a_button_pressed_twice_is_told_the_call_no_longer_waits(
 async def test_dingtalk_cannot_ask_so_the_call_is_denied_at_once(
     dingtalk: FakeDingTalkServer, tmp_path: Path, database_url: str
 ) -> None:
-    provider = writing_provider("I could not save it.")
+    provider = writing_provider("I could not save it: it needs approval.")
     async with serving_robot(
         dingtalk, tmp_path, database_url, provider=provider, tools=TOOLS
     ) as served:
         await served.push(served.message("save a note"))
-        said = await served.sent(2)
+        (said,) = await served.sent(1)
         stored = await served.stored()
-    assert "write_file needs your approval" in said[0].text
-    assert said[1].text == "I could not save it."
+    assert said.text == "I could not save it: it needs approval."
     assert not note(tmp_path).exists()
-    assert stored[-1] == ("assistant", "I could not save it.")
+    told = [m.content for m in provider.requests[-1].messages if m.role == "tool"]
+    assert told == [
+        "error: this call needs a person's approval, which cannot be given where this "
+        "conversation happens; it did not run"
+    ]
+    assert stored[-1] == ("assistant", "I could not save it: it needs approval.")

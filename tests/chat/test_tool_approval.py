@@ -202,3 +202,17 @@ async def test_a_call_waiting_on_one_process_is_approved_through_another(
     assert dict(events)["tool.result"]["is_error"] is False
     assert events[-1][1]["reply"] == "saved elsewhere"
     assert (tmp_path / "data" / "workspaces" / "default" / "notes.txt").exists()
+
+
+async def test_a_client_that_cannot_answer_has_the_call_denied_at_once(
+    database_url: str, tmp_path: Path, vendor: FakeOpenAIServer
+) -> None:
+    """A JSON (not streamed) turn never sees `tool.approval`: waiting would only delay it."""
+    vendor.push(ToolCalls([Call("write_file", WRITE, id="c1")]), "needs approval")
+    settings = approval_settings(database_url, tmp_path, vendor)
+    async with serve(create_app(settings)) as client:
+        reply = await client.post("/api/chat/send", json={"message": "write it"})
+    assert reply.status_code == 200 and reply.json()["reply"] == "needs approval"
+    (call,) = reply.json()["tool_calls"]
+    assert call["is_error"] is True and "cannot be given" in call["result"]
+    assert not written(settings).exists()

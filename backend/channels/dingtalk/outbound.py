@@ -81,8 +81,11 @@ class ConversationReplies:
     def working(self) -> AbstractAsyncContextManager[None]:
         return contextlib.nullcontext()
 
-    async def ask(self, question: CommandReply) -> bool:
-        return False  # a robot's Markdown message has no buttons that call back
+    async def ask(self, question: CommandReply) -> None:
+        # Never asked (its messages cannot approve: a robot's Markdown has no buttons that
+        # call back); said as text all the same, should that change.
+        for chunk in self.chunks(question.text):
+            await self.send(chunk)
 
     def _webhook_usable(self) -> bool:
         if not self._webhook or not self._api.is_own_host(self._webhook):

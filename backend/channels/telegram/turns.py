@@ -46,9 +46,8 @@ class ChatReplies:
     def working(self) -> AbstractAsyncContextManager[None]:
         return self._outbox.typing(self._chat_id)
 
-    async def ask(self, question: CommandReply) -> bool:
+    async def ask(self, question: CommandReply) -> None:
         await self._channel.reply(self._chat_id, question)  # its choices as inline buttons
-        return True
 
 
 class TelegramTurns:
@@ -79,6 +78,7 @@ class TelegramTurns:
             is_group=message.chat.type != "private",
             is_mentioned=True,  # read_message let only addressed group messages through
             stream=False,
+            can_approve=True,  # asked with inline buttons
         )
         await self._turns.answer(inbound, replies, platform_id=platform_id, chunks_sent=chunks_sent)
 
