@@ -15,6 +15,7 @@ from backend.api.errors import retry_after_header
 from backend.api.health_schemas import (
     ChannelHealthPublic,
     HealthPublic,
+    McpServerHealthPublic,
     MemoryProblemPublic,
     ProviderHealthPublic,
 )
@@ -90,6 +91,17 @@ async def health(
         demo_key_env=runtime.demo_key_env,
         demo_window=window if runtime.is_demo else None,
         channels=[_channel_health(s) for s in channels.statuses() if _may_see(caller, s)],
+        mcp_servers=[
+            McpServerHealthPublic(
+                tenant_id=c.tenant_id,
+                server=c.name,
+                connected=c.is_connected,
+                tools=len(c.tools),
+                problem=c.problem,
+            )
+            for c in services.mcp.connections()
+            if _may_see_tenant(caller, c.tenant_id)
+        ],
         memory="degraded" if memory_problems else "ok",
         memory_problem=_count(memory_problems) if memory_problems else None,
         memory_problems=[p for p in memory_problems if _may_see_tenant(caller, p.tenant_id)],

@@ -37,6 +37,16 @@ class ChannelHealthPublic(BaseModel):
     last_error_at: datetime | None = None
 
 
+class McpServerHealthPublic(BaseModel):
+    """A tenant's MCP server, as this process is connected to it (an administrator's view)."""
+
+    tenant_id: str
+    server: str
+    connected: bool
+    tools: int = Field(description="the tools it listed last")
+    problem: str | None = Field(None, description="why it is not connected, once tried")
+
+
 class MemoryProblemPublic(BaseModel):
     """Where memory does not work, as an operator or the tenant's administrator sees it."""
 
@@ -67,6 +77,9 @@ class HealthPublic(BaseModel):
     demo_window: int | None = None  # demo mode: its small window, in messages
     channels: list[ChannelHealthPublic] = Field(
         default_factory=list, description="the bots an administrator's key may see"
+    )
+    mcp_servers: list[McpServerHealthPublic] = Field(
+        default_factory=list, description="the MCP servers an administrator's key may see"
     )
     memory: Literal["ok", "degraded"] = Field(
         "ok",

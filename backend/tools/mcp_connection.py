@@ -75,6 +75,10 @@ class McpConnection:
     def is_connected(self) -> bool:
         return self._session is not None
 
+    @property
+    def is_started(self) -> bool:
+        return self._owner is not None
+
     def start(self) -> None:
         """Begin connecting, once; later calls do nothing."""
         if self._owner is None:

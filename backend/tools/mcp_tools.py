@@ -116,8 +116,13 @@ class McpServers:
             [(self._connection(tenant_id, name, s), s) for name, s in servers.items()]
         )
 
-    def connections(self, tenant_id: str) -> list[McpConnection]:
-        return [c for (tenant, _, _), c in self._connections.items() if tenant == tenant_id]
+    def connections(self, tenant_id: str | None = None) -> list[McpConnection]:
+        """The connections started (of one tenant, or of all), for health and tests."""
+        return [
+            connection
+            for (tenant, _, _), connection in self._connections.items()
+            if connection.is_started and tenant_id in (None, tenant)
+        ]
 
     async def aclose(self) -> None:
         await asyncio.gather(*(c.aclose() for c in self._connections.values()))

@@ -226,14 +226,18 @@ async def test_a_server_down_at_start_is_picked_up_when_it_comes(
     async with serve(app) as client:
         vendor.push("no tools yet")
         first = await send(client, "hello")
-        assert connection(app.state.services, "web").problem is not None
+        (down,) = (await client.get("/api/health")).json()["mcp_servers"]
         async with mcp_http_server(port=port):
             async with asyncio.timeout(WAIT_S):
                 await connection(app.state.services, "web").wait_connected()
+            (up,) = (await client.get("/api/health")).json()["mcp_servers"]
             vendor.push(ToolCalls([Call("web__echo", {"text": "hi"}, id="c1")]), "now with")
             second = await send(client, "again", first["session_id"])
 
     assert (first["reply"], second["reply"]) == ("no tools yet", "now with")
+    assert (down["server"], down["connected"], down["tools"]) == ("web", False, 0)
+    assert down["problem"]  # why, in the operator's view
+    assert (up["connected"], up["problem"]) == (True, None) and up["tools"] >= 5
     before, after, _ = model_calls(vendor)
     assert offered(before) == {"now"}
     assert "web__echo" in offered(after)
@@ -290,3 +294,28 @@ async def test_a_tool_error_reaches_the_model_as_an_error(
 
     assert reply["reply"] == "sorry"
     assert row.is_error and "disk on fire" in row.result
+
+
+async def test_only_an_administrator_sees_the_mcp_servers_in_health(
+    database_url: str, tmp_path: Path, vendor: FakeOpenAIServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("TALLY_ADMIN_KEY", "operator-key-123456")
+    settings = make_settings(
+        database_url,
+        tmp_path,
+        auth={"mode": "keys"},
+        providers={"llm": {"kind": "openai_compatible", "base_url": vendor.base_url}},
+        model={"provider": "llm", "name": "gpt-4o-mini"},
+        tools={"mcp_servers": {"fake": stdio_server()}},
+    )
+    app = create_app(settings)
+    async with serve(app) as client:
+        async with asyncio.timeout(WAIT_S):
+            await connection(app.state.services).wait_connected()
+        public = (await client.get("/api/health")).json()
+        operator = await client.get(
+            "/api/health", headers={"Authorization": "Bearer operator-key-123456"}
+        )
+    assert public["mcp_servers"] == []
+    (server,) = operator.json()["mcp_servers"]
+    assert (server["tenant_id"], server["server"], server["connected"]) == ("default", "fake", True)
