@@ -112,6 +112,15 @@ export const api = {
     ),
   toolConversations: (id) => json("GET", `/api/chat/sessions/${enc(id)}/tool-conversations`),
   cancel: (id) => json("POST", `/api/chat/sessions/${enc(id)}/cancel`),
+  /**
+   * Approve or deny a tool call that a turn's `tool.approval` event asked about; answers
+   * `{tool_call_id, approved}`. A 404 (`approval_not_found`) means the call no longer waits.
+   */
+  decideToolCall: (turnId, toolCallId, approved) =>
+    json("POST", `/api/chat/turns/${enc(turnId)}/approvals`, {
+      tool_call_id: toolCallId,
+      approved,
+    }),
 
   memory: () => json("GET", "/api/memory"),
   saveMemory: (content) => json("PUT", "/api/memory", { content }),

@@ -5,54 +5,7 @@
 import { copyButton, h, icon, setAttrs, setText } from "./dom.js";
 import { formatTime, locale } from "./i18n.js";
 import { renderMarkdown } from "./markdown.js";
-
-/** A tool call as a card: name, arguments, result and duration. */
-export class ToolCard {
-  constructor({ tool_call_id, tool_name, arguments: args }) {
-    this.status = h("span", { class: "tool-status", t: "toolRunning" });
-    this.resultBox = h("pre", { class: "tool-result" });
-    this.resultRow = h(
-      "div",
-      { class: "tool-row", hidden: true },
-      h("span", { class: "tool-label", t: "toolResult" }),
-      this.resultBox,
-    );
-    this.el = h(
-      "div",
-      {
-        class: "tool-card",
-        dataset: { testid: "tool-card", state: "running", callId: tool_call_id },
-      },
-      h(
-        "div",
-        { class: "tool-head" },
-        icon("tool", "icon tool-icon"),
-        h("span", { class: "tool-name" }, tool_name),
-        this.status,
-      ),
-      h(
-        "div",
-        { class: "tool-row" },
-        h("span", { class: "tool-label", t: "toolArguments" }),
-        h("code", { class: "tool-args" }, formatArguments(args)),
-      ),
-      this.resultRow,
-    );
-  }
-
-  finish({ result, is_error, duration_ms }) {
-    this.el.dataset.state = is_error ? "error" : "ok";
-    this.resultBox.textContent = result;
-    this.resultRow.hidden = false;
-    if (is_error) {
-      setText(this.status, "toolFailed");
-      this.status.append(` · ${duration_ms} ms`);
-    } else {
-      delete this.status.dataset.i18n;
-      this.status.textContent = `${duration_ms} ms`;
-    }
-  }
-}
+import { ToolCard } from "./tool_card.js";
 
 /** The innermost last element, where the next streamed word will appear. */
 function caretTarget(el) {
@@ -64,11 +17,6 @@ function caretTarget(el) {
     target = target.lastElementChild;
   }
   return target;
-}
-
-function formatArguments(args) {
-  if (!args || Object.keys(args).length === 0) return "{}";
-  return JSON.stringify(args);
 }
 
 export class ReplyView {
@@ -185,6 +133,16 @@ export class ReplyView {
     this.parts.append(card.el);
   }
 
+  /** The call waits for approval; `sendDecision(approved)` posts the person's decision. */
+  toolApproval(request, sendDecision) {
+    let card = this.cards.get(request.tool_call_id);
+    if (!card) {
+      this.toolCall(request);
+      card = this.cards.get(request.tool_call_id);
+    }
+    card.askApproval(request, sendDecision);
+  }
+
   toolResult(result) {
     const card = this.cards.get(result.tool_call_id) ?? new ToolCard(result);
     if (!card.el.isConnected) this.parts.append(card.el);
@@ -228,6 +186,7 @@ export class ReplyView {
   /** The reply is over: `complete`, `incomplete` (cut off, kept) or `failed` (nothing kept). */
   settle(status, createdAt = new Date().toISOString()) {
     this.closeSegment();
+    for (const card of this.cards.values()) card.removeApproval(); // no one can answer now
     this.typing.remove();
     this.el.dataset.status = status;
     if (status === "incomplete") {

@@ -104,6 +104,11 @@ export class Turn {
       case "tool.call":
         view.toolCall(data);
         return false;
+      case "tool.approval":
+        view.toolApproval(data, (approved) =>
+          api.decideToolCall(this.turnId, data.tool_call_id, approved),
+        );
+        return false;
       case "tool.result":
         view.toolResult(data);
         return false;
