@@ -63,6 +63,7 @@ async def send(
             idempotency_key=idempotency_key,
             stream=body.stream,
             can_approve=body.stream,  # a streaming client sees tool.approval and can answer
+            user_key=body.user,
         )
     )
     if body.stream:

@@ -14,9 +14,14 @@ class Body(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
+# The tenant's own name for one of its end users: with `memory.scope: user`, each has a memory.
+EndUser = Annotated[Text, Field(min_length=1, max_length=200)]
+
+
 class SessionCreate(Body):
     title: Title = ""
     channel: Literal["web", "api"] = "api"
+    user: EndUser | None = None  # the end user whose session (and memory) this is
 
 
 class SessionUpdate(Body):
@@ -31,6 +36,7 @@ class SessionPublic(BaseModel):
     id: str
     title: str
     channel: str
+    user: str | None = None  # the end user it belongs to, when the client named one
     summary: str
     window_start_id: int
     created_at: datetime
@@ -60,6 +66,8 @@ class SendRequest(Body):
     session_id: str | None = None
     message: str | list[ContentPartIn]
     stream: bool = False
+    # The end user: a new session is theirs; a named session must be theirs already.
+    user: EndUser | None = None
 
 
 class ImagePublic(BaseModel):

@@ -32,6 +32,7 @@ def session_public(session: Session) -> SessionPublic:
         id=session.id,
         title=session.title,
         channel=session.channel,
+        user=session.user_key,
         summary=session.summary,
         window_start_id=session.window_start_id,
         created_at=session.created_at,
@@ -59,7 +60,7 @@ async def create_session(
     body: SessionCreate, services: ServicesDep, tenant_id: TenantDep
 ) -> SessionPublic:
     session = await services.sessions.create(
-        tenant_id=tenant_id, channel=body.channel, title=body.title.strip()
+        tenant_id=tenant_id, channel=body.channel, title=body.title.strip(), user_key=body.user
     )
     return session_public(session)
 

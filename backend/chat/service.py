@@ -48,6 +48,7 @@ class ChatService:
                 idempotency_key=key,
                 stream=inbound.stream,
                 can_approve=inbound.can_approve,
+                user_key=inbound.user_key if inbound.session_id is not None else None,
             )
         )
 

@@ -151,6 +151,12 @@ class TurnRunner:
             session_id=request.session_id,
             limit=runtime.builder.window_limit,
         )
+        if request.user_key is not None and request.user_key != session.user_key:
+            raise Conflict(  # one end user's turn must never read or write another's memory
+                "this session belongs to another end user (or to none): send without `user`, "
+                "or start a session for this user",
+                code="session_user_mismatch",
+            )
         await self._token_quota.check(
             request.tenant_id, per_day=runtime.settings.quotas.tokens_per_day
         )

@@ -28,6 +28,7 @@ class TurnRequest:
     idempotency_key: str | None = None  # blank means none
     stream: bool = True  # whether the client watches tokens arrive
     can_approve: bool = False  # whether someone can answer a tool call's approval question
+    user_key: str | None = None  # the end user the client says the named session belongs to
 
     def __post_init__(self) -> None:
         key = normalise_idempotency_key(self.idempotency_key)
