@@ -1,4 +1,5 @@
-"""`tally doctor`: check the config, the prompts, the database and the provider; say what to fix.
+"""`tally doctor`: check the config, the prompts, the database, the provider, the bots and the MCP
+servers; say what to fix.
 
 Every line is `ok`, `WARN` (works, but not as a deployment should: the demo) or `FAIL` (serving
 would refuse or break), with the fix under it. The exit code is 1 when anything failed.
@@ -6,6 +7,8 @@ would refuse or break), with the fix under it. The exit code is 1 when anything 
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 from pathlib import Path
 from typing import Literal
 
@@ -21,9 +24,11 @@ from backend.domain.requests import ChatRequest, RequestMessage
 from backend.errors import TallyError
 from backend.model_choice import choose_provider
 from backend.providers.base import ChatProvider
-from backend.settings import Settings, load_settings
+from backend.settings import Settings, load_settings, tenant_settings
 from backend.storage.database import open_database
 from backend.storage.migrate import migrate
+from backend.tool_settings import McpServerSettings
+from backend.tools.mcp_connection import PING_EVERY_S, McpConnection
 
 Outcome = Literal["ok", "WARN", "FAIL"]
 
@@ -49,6 +54,10 @@ async def run_doctor(config: Path | None, *, is_offline: bool) -> int:
         *[
             await _check_bot(bot_key_path(tenant_id, name), bot, is_offline=is_offline)
             for tenant_id, name, bot in bots
+        ],
+        *[
+            await _check_mcp_server(where, server, is_offline=is_offline)
+            for where, server in _mcp_servers(settings)
         ],
     ]
     return 0 if all(checks) else 1
@@ -103,6 +112,37 @@ async def _check_bot(where: str, bot: ChannelSettings, *, is_offline: bool) -> b
     except (OSError, ValueError) as exc:
         return _report("FAIL", f"bot {where}", str(exc), bot.where_to_look())
     return _report("ok", f"bot {where}", description)
+
+
+def _mcp_servers(settings: Settings) -> list[tuple[str, McpServerSettings]]:
+    """Each MCP server the file sets up, by the key path that sets it."""
+    servers = [(f"tools.mcp_servers.{n}", s) for n, s in settings.tools.mcp_servers.items()]
+    for tenant_id, overrides in settings.tenants.items():
+        own = (overrides.get("tools") or {}).get("mcp_servers") or {}
+        effective = tenant_settings(settings, tenant_id, overrides, is_from_file=True)
+        servers += [
+            (f"tenants.{tenant_id}.tools.mcp_servers.{name}", effective.tools.mcp_servers[name])
+            for name in own
+        ]
+    return servers
+
+
+async def _check_mcp_server(where: str, server: McpServerSettings, *, is_offline: bool) -> bool:
+    if is_offline:
+        return _report("ok", f"MCP server {where}", "not started (--offline)")
+    connection = McpConnection(where, server, tenant_id="doctor", ping_every_s=PING_EVERY_S)
+    try:
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(server.connect_timeout_s + 5):
+                await connection.first_attempt()
+        is_up = connection.is_connected
+    finally:
+        await connection.aclose()
+    if not is_up:
+        fix = "check its command and env" if server.command else "check its url and headers"
+        problem = connection.problem or "no answer in time"
+        return _report("FAIL", f"MCP server {where}", problem, fix)
+    return _report("ok", f"MCP server {where}", f"{len(connection.tools)} tools")
 
 
 async def _ping(provider: ChatProvider, model: str) -> None:

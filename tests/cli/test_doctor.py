@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import shutil
 import socket
+import sys
 from pathlib import Path
 
 import pytest
@@ -171,3 +172,25 @@ def test_each_robot_is_asked_for_a_token_and_refused_or_unreachable_ones_fail(
     assert out.count("credentials accepted") == 1  # the good robot's line alone
     assert offline.returncode == 0, offline.stdout
     assert "ok    bot tenants.acme.channels.wrong: not called (--offline)" in offline.stdout
+
+
+def test_each_mcp_server_is_started_and_listed_or_failed(tmp_path: Path) -> None:
+    with socket.socket() as probe:  # a port nothing listens on
+        probe.bind(("127.0.0.1", 0))
+        closed = probe.getsockname()[1]
+    path = config(
+        tmp_path,
+        "tools:\n  mcp_servers:\n"
+        f"    fake: {{command: '{sys.executable}', args: [-m, tests.fakes.mcp_server, stdio],"
+        " env: [PYTHONPATH]}\n"
+        "tenants:\n  acme:\n    tools:\n      mcp_servers:\n"
+        f"        gone: {{url: 'http://127.0.0.1:{closed}/mcp', connect_timeout_s: 5}}\n",
+    )
+    env = {"PYTHONPATH": str(ROOT)}
+    result = tally("--config", str(path), "doctor", env=env)
+    offline = tally("--config", str(path), "doctor", "--offline", env=env)
+    assert result.returncode == 1, result.stdout
+    assert "ok    MCP server tools.mcp_servers.fake: 7 tools" in result.stdout
+    assert "FAIL  MCP server tenants.acme.tools.mcp_servers.gone:" in result.stdout
+    assert "fix: check its url and headers" in result.stdout
+    assert "MCP server tenants.acme.tools.mcp_servers.gone: not started" in offline.stdout
