@@ -21,12 +21,13 @@ from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass
 from typing import Any
 
+import anyio
 import httpx2
-from mcp import ClientSession, StdioServerParameters
+from mcp import ClientSession, MCPError, StdioServerParameters
 from mcp import types as mcp_types
 from mcp.client.stdio import stdio_client
 from mcp.client.streamable_http import streamable_http_client
-from mcp.shared._httpx_utils import create_mcp_http_client
+from mcp.types import CONNECTION_CLOSED
 
 from backend.tool_settings import McpServerSettings
 
@@ -38,8 +39,12 @@ RETRY_MAX_S = 15.0
 _ENV_REFERENCE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 
 
-class McpUnavailable(Exception):
-    """The server cannot take a call now; the message says why, for the model and the log."""
+class McpCallError(Exception):
+    """A call that did not give a result; the message is for the model (no host detail)."""
+
+
+class McpUnavailable(McpCallError):
+    """The server cannot take a call now (not connected, or lost during the call)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,6 +75,7 @@ class McpConnection:
         self._attempted = asyncio.Event()
         self._connected = asyncio.Event()
         self._owner: asyncio.Task[None] | None = None
+        self._calls = 0  # in flight: a server busy with one may be slow to answer a ping
 
     @property
     def is_connected(self) -> bool:
@@ -98,19 +104,32 @@ class McpConnection:
         session = self._session
         if session is None:
             raise McpUnavailable(self._unavailable())
+        self._calls += 1
         try:
             result = await session.call_tool(tool, arguments)
         except TimeoutError:
             raise
         except Exception as exc:
-            # The server went away mid-call (or its session expired): connect again.
-            if session is self._session:
-                self._lost.set()
-            raise McpUnavailable(
-                f"the MCP server {self.name!r} failed during the call ({_describe(exc)}); "
-                "it is being reconnected"
-            ) from exc
+            raise self._call_error(session, exc) from exc
+        finally:
+            self._calls -= 1
         return CallOutcome(_result_text(result), bool(result.is_error))
+
+    def _call_error(self, session: ClientSession, exc: Exception) -> McpCallError:
+        """What the model reads of a call that failed; a lost connection is reconnected, a
+        refusal by the server is only the call's error."""
+        if not _is_connection_lost(exc):
+            log.info(
+                "MCP server %s of tenant %s: a call failed: %s", self.name, self.tenant_id, exc
+            )
+            answer = exc.error.message if isinstance(exc, MCPError) else "an unreadable result"
+            return McpCallError(f"the MCP server {self.name!r} answered: {answer}")
+        if session is self._session:
+            self._lost.set()
+        log.warning("MCP server %s of tenant %s: lost: %s", self.name, self.tenant_id, exc)
+        return McpUnavailable(
+            f"the MCP server {self.name!r} went away during the call; it is being reconnected"
+        )
 
     async def aclose(self) -> None:
         if self._owner is not None:
@@ -118,8 +137,8 @@ class McpConnection:
             await asyncio.gather(self._owner, return_exceptions=True)
 
     def _unavailable(self) -> str:
-        why = f": {self.problem}" if self.problem else ""
-        return f"the MCP server {self.name!r} is not connected{why}; it is being reconnected"
+        # Why is for the log and the operator's health view: it may name host paths or URLs.
+        return f"the MCP server {self.name!r} is not connected; it is being reconnected"
 
     async def _own(self) -> None:
         delay = RETRY_FIRST_S
@@ -164,15 +183,19 @@ class McpConnection:
                     await self._lost.wait()
             if self._lost.is_set():
                 raise McpUnavailable("the connection was lost")
-            async with asyncio.timeout(self._settings.connect_timeout_s):
-                await session.send_ping()
+            if self._calls == 0:  # a call in flight says soon enough whether it is alive
+                async with asyncio.timeout(self._settings.connect_timeout_s):
+                    await session.send_ping()
 
     def _transport(self) -> AbstractAsyncContextManager[Any]:
         if self._settings.command is not None:
+            missing = [name for name in self._settings.env if name not in os.environ]
+            if missing:
+                raise McpUnavailable(f"the environment variable {missing[0]} is not set")
             parameters = StdioServerParameters(
                 command=self._settings.command,
                 args=self._settings.args,
-                env={name: os.environ[name] for name in self._settings.env if name in os.environ},
+                env={name: os.environ[name] for name in self._settings.env},
             )
             return stdio_client(parameters)
         return _http_transport(self._settings)
@@ -183,7 +206,7 @@ async def _http_transport(settings: McpServerSettings) -> AsyncIterator[Any]:
     assert settings.url is not None
     timeout = httpx2.Timeout(settings.connect_timeout_s, read=None)  # tool calls take their own
     async with (
-        create_mcp_http_client(headers=_headers(settings), timeout=timeout) as http,
+        httpx2.AsyncClient(headers=_headers(settings), timeout=timeout) as http,
         streamable_http_client(settings.url, http_client=http) as streams,
     ):
         yield streams
@@ -224,6 +247,14 @@ def _result_text(result: mcp_types.CallToolResult) -> str:
     if not parts and result.structured_content is not None:
         parts.append(json.dumps(result.structured_content, ensure_ascii=False))
     return "\n".join(parts)
+
+
+def _is_connection_lost(exc: Exception) -> bool:
+    """Whether a call's failure means the connection is gone (not the server refusing it)."""
+    if isinstance(exc, MCPError):
+        return exc.error.code == CONNECTION_CLOSED or exc.error.message == "Session terminated"
+    transport = (OSError, anyio.ClosedResourceError, anyio.BrokenResourceError, httpx2.HTTPError)
+    return isinstance(exc, transport)
 
 
 def _describe(exc: BaseException) -> str:

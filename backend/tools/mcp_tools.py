@@ -17,7 +17,7 @@ from fnmatch import fnmatchcase
 from backend.tool_settings import McpServerSettings
 from backend.tools import mcp_connection
 from backend.tools.base import Tool, ToolContext, ToolFailed
-from backend.tools.mcp_connection import ListedTool, McpConnection, McpUnavailable
+from backend.tools.mcp_connection import ListedTool, McpCallError, McpConnection
 
 log = logging.getLogger(__name__)
 
@@ -42,7 +42,7 @@ class McpTool:
     async def run(self, arguments: dict[str, object], context: ToolContext) -> str:
         try:
             outcome = await self._connection.call(self._server_name, dict(arguments))
-        except McpUnavailable as exc:
+        except McpCallError as exc:
             raise ToolFailed(str(exc)) from exc
         if outcome.is_error:
             raise ToolFailed(outcome.text or f"{self._server_name} reported an error")

@@ -23,8 +23,10 @@ import os
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from mcp import MCPError
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
+from mcp.types import INVALID_PARAMS
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 HOST = "127.0.0.1"
@@ -67,6 +69,12 @@ def fail(message: str) -> str:
     raise ToolError(message)
 
 
+def refuse(message: str) -> str:
+    """Answer with a JSON-RPC error (invalid params) instead of a result, as some servers
+    refuse bad arguments: the client raises, and the connection is fine."""
+    raise MCPError(code=INVALID_PARAMS, message=message)
+
+
 def whoami() -> str:
     """Return the server's FAKE_MCP_SECRET environment variable, or "unset"."""
     return os.environ.get("FAKE_MCP_SECRET", UNSET)
@@ -94,6 +102,7 @@ TOOLS: Mapping[str, Tool] = {
     "big": big,
     "slow": slow,
     "fail": fail,
+    "refuse": refuse,
     "whoami": whoami,
     "record": record,
 }

@@ -319,3 +319,31 @@ async def test_only_an_administrator_sees_the_mcp_servers_in_health(
     assert public["mcp_servers"] == []
     (server,) = operator.json()["mcp_servers"]
     assert (server["tenant_id"], server["server"], server["connected"]) == ("default", "fake", True)
+
+
+async def test_a_server_refusing_a_call_is_an_error_not_a_reconnect(
+    database_url: str, tmp_path: Path, vendor: FakeOpenAIServer
+) -> None:
+    settings = settings_with(
+        database_url, tmp_path, vendor, {"mcp_servers": {"fake": stdio_server()}}
+    )
+    app = create_app(settings)
+    vendor.push(
+        ToolCalls([Call("fake__refuse", {"message": "path must be absolute"}, id="c1")]),
+        ToolCalls([Call("fake__echo", {"text": "same server"}, id="c2")]),
+        "done",
+    )
+    async with serve(app) as client:
+        async with asyncio.timeout(WAIT_S):
+            await connection(app.state.services).wait_connected()
+        before = stdio_children()
+        await send(client, "refuse")
+        after = stdio_children()
+        rows = await stored_calls(app.state.services)
+
+    refused, echoed = rows
+    assert refused.is_error and refused.result == (
+        "error: the MCP server 'fake' answered: path must be absolute"
+    )
+    assert (echoed.result, echoed.is_error) == ("same server", False)
+    assert len(before) == 1 and after == before  # the same server process throughout
