@@ -7,15 +7,11 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from backend.api.text_fields import Text, Title
+from backend.api.text_fields import EndUser, Text, Title
 
 
 class Body(BaseModel):
     model_config = ConfigDict(extra="forbid")
-
-
-# The tenant's own name for one of its end users: with `memory.scope: user`, each has a memory.
-EndUser = Annotated[Text, Field(min_length=1, max_length=200)]
 
 
 class SessionCreate(Body):

@@ -9,6 +9,7 @@ from pydantic import AfterValidator, Field
 from pydantic_core import PydanticCustomError
 
 from backend.domain.text import text_problem
+from backend.memory.base import MAX_SCOPE_KEY_LENGTH
 
 INVALID_TEXT = "invalid_text"  # the pydantic error type, turned into our code in api/errors.py
 
@@ -26,3 +27,22 @@ def checked_optional(text: str | None) -> str | None:
 
 Text = Annotated[str, AfterValidator(storable)]
 Title = Annotated[str, Field(max_length=200), AfterValidator(storable)]
+
+
+def one_printable_line(text: str) -> str:
+    """A key that names something (an end user): no line breaks, tabs or control characters,
+    as a memory scope requires, so it is refused here rather than after a message is stored."""
+    if not text.isprintable():
+        raise PydanticCustomError(
+            INVALID_TEXT, "the text must be printable: no line breaks, tabs or control characters"
+        )
+    return text
+
+
+# The tenant's own name for one of its end users: with `memory.scope: user`, each has a memory.
+EndUser = Annotated[
+    str,
+    Field(min_length=1, max_length=MAX_SCOPE_KEY_LENGTH),
+    AfterValidator(storable),
+    AfterValidator(one_printable_line),
+]

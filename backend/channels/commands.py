@@ -12,8 +12,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from backend.channels.context import ChannelServices
-from backend.chat.approvals import approval_ref
 from backend.domain.events import ToolApprovalRequested
+from backend.domain.ids import approval_ref
+from backend.errors import TallyError
 from backend.memory.base import MemoryEntryNotFound
 from backend.memory.entries import MemoryEntry
 
@@ -21,7 +22,7 @@ FORGET_CHOICES = 10
 FORGET_PREFIX = "forget:"
 APPROVE_PREFIX = "approve:"
 DENY_PREFIX = "deny:"
-ARGUMENTS_SHOWN = 300  # characters of a call's arguments in an approval question
+ARGUMENT_SHOWN = 200  # characters of each argument of a call in an approval question
 FORGOTTEN = "Forgotten."
 HELP = (
     "I am {persona}, a chat assistant that remembers: older turns of our conversation are "
@@ -118,9 +119,18 @@ class Commands:
     async def _decide(self, data: str, chat: ChatRef) -> str:
         verb, turn_id, call_ref = [*data.split(":", 2), "", ""][:3]
         approved = verb + ":" == APPROVE_PREFIX
-        if not await self._services.chat.decide(
-            tenant_id=chat.tenant_id, turn_id=turn_id, tool_call_id=call_ref, approved=approved
-        ):
+        session = await self._session(chat)  # a button decides only for its own chat
+        try:
+            applied = session is not None and await self._services.chat.decide(
+                tenant_id=chat.tenant_id,
+                turn_id=turn_id,
+                tool_call_id=call_ref,
+                approved=approved,
+                session_id=session,
+            )
+        except TallyError as exc:  # the process running the turn cannot be reached now
+            return f"Your answer could not be passed on ({exc.code}); press again."
+        if not applied:
             return "That call is no longer waiting for a decision."
         return "Approved: it runs now." if approved else "Denied: it will not run."
 
@@ -201,13 +211,17 @@ def _short(text: str, limit: int = 48) -> str:
 
 
 def approval_question(turn_id: str, asked: ToolApprovalRequested) -> CommandReply:
-    """What a chat shows for a tool call that waits for approval, with Approve and Deny."""
-    arguments = json.dumps(asked.arguments, ensure_ascii=False)
+    """What a chat shows for a tool call that waits for approval, with Approve and Deny: every
+    argument by name, each shortened on its own (and saying so), so that a long one cannot
+    push another out of sight."""
+    lines = [f"I would like to run {asked.tool_name}"]
+    for name, value in asked.arguments.items():
+        shown = json.dumps(value, ensure_ascii=False)
+        cut = len(shown) - ARGUMENT_SHOWN
+        lines.append(f"• {name}: {shown[:ARGUMENT_SHOWN]}" + (f"… ({cut} more)" if cut > 0 else ""))
     minutes = max(1, round(asked.timeout_s / 60))
-    text = (
-        f"I would like to run {asked.tool_name} with {_short(arguments, ARGUMENTS_SHOWN)}. "
-        f"Allow it? Without an answer it is denied in {minutes} min."
-    )
+    lines.append(f"Allow it? Without an answer it is denied in {minutes} min.")
+    text = "\n".join(lines)
     ref = f"{turn_id}:{approval_ref(asked.tool_call_id)}"
     return CommandReply(
         text, [Choice("Approve", APPROVE_PREFIX + ref), Choice("Deny", DENY_PREFIX + ref)]

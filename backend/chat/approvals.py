@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import hashlib
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from enum import Enum
 from fnmatch import fnmatchcase
+
+from backend.domain.ids import approval_ref
 
 
 class Decision(Enum):
@@ -34,15 +35,9 @@ class ApprovalPolicy:
         return any(fnmatchcase(tool_name, pattern) for pattern in self.required)
 
 
-# Told when the turn starts and stops waiting for a decision (True, then False), so that a
-# decision sent to another process finds this one.
-Announce = Callable[[bool], Awaitable[None]]
-
-
-def approval_ref(tool_call_id: str) -> str:
-    """A short stand-in for a tool call's id, for a chat button's data (Telegram allows 64
-    bytes, and vendors' ids can be long); `Approvals.decide` takes either."""
-    return hashlib.sha256(tool_call_id.encode()).hexdigest()[:12]
+# Told when the turn starts and stops waiting for a decision on a call (its id; True, then
+# False), so that a decision sent to another process finds this one.
+Announce = Callable[[str, bool], Awaitable[None]]
 
 
 class Approvals:
@@ -52,15 +47,16 @@ class Approvals:
         self._waiting: dict[str, asyncio.Future[bool]] = {}
         self._announce = announce
 
-    def ask(self, tool_call_id: str) -> None:
-        """Open the question before it is shown, so an answer that comes at once is kept."""
+    async def ask(self, tool_call_id: str) -> None:
+        """Open the question before it is shown, so an answer that comes at once (here, or
+        sent to another process) is kept."""
         self._waiting[tool_call_id] = asyncio.get_running_loop().create_future()
+        if self._announce is not None:
+            await self._announce(tool_call_id, True)
 
     async def wait(self, tool_call_id: str, timeout_s: float) -> Decision:
         future = self._waiting[tool_call_id]
         try:
-            if self._announce is not None:
-                await self._announce(True)
             with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(timeout_s):
                     return Decision.APPROVED if await future else Decision.DENIED
@@ -68,7 +64,7 @@ class Approvals:
         finally:
             del self._waiting[tool_call_id]
             if self._announce is not None:
-                await self._announce(False)
+                await self._announce(tool_call_id, False)
 
     def decide(self, call: str, *, approved: bool) -> bool:
         """Answer a waiting call, named by its id or its `approval_ref`; False when none waits

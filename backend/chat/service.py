@@ -60,11 +60,22 @@ class ChatService:
         return await self._turns.cancel(tenant_id=tenant_id, session_id=session_id)
 
     async def decide(
-        self, *, tenant_id: str, turn_id: str, tool_call_id: str, approved: bool
+        self,
+        *,
+        tenant_id: str,
+        turn_id: str,
+        tool_call_id: str,
+        approved: bool,
+        session_id: str | None = None,
     ) -> bool:
-        """Approve or deny a tool call waiting in a turn; False when none waits so."""
+        """Approve or deny a tool call waiting in a turn (of `session_id`, when given: a chat's
+        button decides only for that chat); False when none waits so."""
         return await self._turns.decide(
-            tenant_id=tenant_id, turn_id=turn_id, tool_call_id=tool_call_id, approved=approved
+            tenant_id=tenant_id,
+            turn_id=turn_id,
+            tool_call_id=tool_call_id,
+            approved=approved,
+            session_id=session_id,
         )
 
     async def _session_id(self, inbound: InboundMessage, key: str | None) -> str:

@@ -114,7 +114,7 @@ async def run_tool_loop(
             if approval.requires(call.name) and not approval.can_ask:
                 decision = Decision.UNASKABLE
             elif approval.requires(call.name):
-                approvals.ask(call.id)
+                await approvals.ask(call.id)
                 yield ToolApprovalRequested(call.id, call.name, call.arguments, approval.timeout_s)
                 decision = await approvals.wait(call.id, approval.timeout_s)
             if decision is Decision.APPROVED:

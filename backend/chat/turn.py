@@ -64,8 +64,8 @@ class TurnRunner:
         handle = TurnHandle(
             request,
             Approvals(  # reads the turn's id when it waits: a resumed turn takes its old one
-                lambda waiting: self._coordinator.approval_waiting(
-                    request.tenant_id, handle.turn_id, waiting=waiting
+                lambda call_id, waiting: self._coordinator.approval_waiting(
+                    request.tenant_id, request.session_id, handle.turn_id, call_id, waiting=waiting
                 )
             ),
         )
@@ -91,21 +91,42 @@ class TurnRunner:
         return True
 
     async def decide(
-        self, *, tenant_id: str, turn_id: str, tool_call_id: str, approved: bool
+        self,
+        *,
+        tenant_id: str,
+        turn_id: str,
+        tool_call_id: str,
+        approved: bool,
+        session_id: str | None = None,
     ) -> bool:
-        """Approve or deny a tool call waiting in a turn, in this process or the one running
-        it; False when no such call waits (unknown, another tenant's, answered, timed out)."""
-        if self.decide_here(tenant_id, turn_id, tool_call_id, approved):
-            return True
-        return await self._coordinator.decide_elsewhere(tenant_id, turn_id, tool_call_id, approved)
+        """Approve or deny a tool call waiting in a turn (of `session_id`, when given), in this
+        process or the one running it; False when no such call waits (unknown, another
+        tenant's or session's, answered, timed out)."""
+        here = self.decide_here(tenant_id, turn_id, tool_call_id, approved, session_id)
+        if here is not None:
+            return here
+        return await self._coordinator.decide_elsewhere(
+            tenant_id, turn_id, tool_call_id, approved, session_id
+        )
 
-    def decide_here(self, tenant_id: str, turn_id: str, tool_call_id: str, approved: bool) -> bool:
-        """`decide`, for a turn this process runs (also when another process asks)."""
-        for (tenant, _), handles in self._running.items():
+    def decide_here(
+        self,
+        tenant_id: str,
+        turn_id: str,
+        tool_call_id: str,
+        approved: bool,
+        session_id: str | None = None,
+    ) -> bool | None:
+        """`decide`, for a turn this process runs (also when another process asks): whether
+        it was applied; None when the turn does not run here."""
+        for (tenant, session), handles in self._running.items():
             for handle in handles:
-                if tenant == tenant_id and handle.turn_id == turn_id:
-                    return handle.approvals.decide(tool_call_id, approved=approved)
-        return False
+                if (tenant, handle.turn_id) != (tenant_id, turn_id):
+                    continue
+                if session_id is not None and session != session_id:
+                    return False
+                return handle.approvals.decide(tool_call_id, approved=approved)
+        return None
 
     async def aclose(self) -> None:
         for task in self._tasks:

@@ -18,8 +18,8 @@ from backend.errors import TallyError
 # Cancels what this process runs of a session's turns; False when it runs none.
 CancelHere = Callable[[str, str], bool]
 # Approves or denies a tool call waiting in a turn this process runs (tenant, turn, tool call,
-# approved); False when none waits here.
-DecideHere = Callable[[str, str, str, bool], bool]
+# approved, the session it must belong to); whether it was applied, None when it runs elsewhere.
+DecideHere = Callable[[str, str, str, bool, str | None], bool | None]
 
 
 class CoordinationUnavailable(TallyError):
@@ -55,15 +55,23 @@ class Coordinator(Protocol):
         """Ask the other processes running a turn of the session to cancel it; whether one
         could be asked. CoordinationUnavailable when they cannot be reached."""
 
-    async def approval_waiting(self, tenant_id: str, turn_id: str, *, waiting: bool) -> None:
+    async def approval_waiting(
+        self, tenant_id: str, session_id: str, turn_id: str, tool_call_id: str, *, waiting: bool
+    ) -> None:
         """This process's turn waits (or no longer waits) for a decision on a tool call."""
 
     async def decide_elsewhere(
-        self, tenant_id: str, turn_id: str, tool_call_id: str, approved: bool
+        self,
+        tenant_id: str,
+        turn_id: str,
+        tool_call_id: str,
+        approved: bool,
+        session_id: str | None,
     ) -> bool:
-        """Send a decision on a tool call to the process running the turn; False when no
-        process runs that turn of the tenant. CoordinationUnavailable when they cannot be
-        reached."""
+        """Send a decision on a tool call (named by its id or its approval ref) to the process
+        whose turn waits for it, once: False when no process waits for it (or not in
+        `session_id`, when given), or another decision took it first. CoordinationUnavailable
+        when they cannot be reached."""
 
     async def problem(self) -> str | None:
         """Why the processes cannot coordinate now, for health; None when they can."""

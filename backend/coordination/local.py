@@ -37,13 +37,20 @@ class LocalCoordinator:
     async def cancel_elsewhere(self, tenant_id: str, session_id: str) -> bool:
         return False  # there is nowhere else
 
-    async def approval_waiting(self, tenant_id: str, turn_id: str, *, waiting: bool) -> None:
+    async def approval_waiting(
+        self, tenant_id: str, session_id: str, turn_id: str, tool_call_id: str, *, waiting: bool
+    ) -> None:
         return None
 
     async def decide_elsewhere(
-        self, tenant_id: str, turn_id: str, tool_call_id: str, approved: bool
+        self,
+        tenant_id: str,
+        turn_id: str,
+        tool_call_id: str,
+        approved: bool,
+        session_id: str | None,
     ) -> bool:
-        return False
+        return False  # there is nowhere else
 
     async def problem(self) -> str | None:
         return None

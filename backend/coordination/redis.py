@@ -15,7 +15,7 @@ import asyncio
 import json
 import logging
 import uuid
-from typing import Literal
+from typing import Any, Literal
 
 import redis.asyncio as aioredis
 from limits.aio.storage import RedisStorage, Storage
@@ -24,6 +24,7 @@ from redis.exceptions import RedisError
 from backend.coordination.base import CancelHere, CoordinationUnavailable, DecideHere
 from backend.coordination.journal import TurnJournal
 from backend.coordination.redis_journal import RedisTurnJournal
+from backend.domain.ids import approval_ref
 
 log = logging.getLogger(__name__)
 
@@ -114,30 +115,44 @@ class RedisCoordinator:
             raise CoordinationUnavailable(f"Redis cannot be reached to cancel: {exc}") from exc
         return reached
 
-    async def approval_waiting(self, tenant_id: str, turn_id: str, *, waiting: bool) -> None:
-        key = self._waiting_key(tenant_id, turn_id)
+    async def approval_waiting(
+        self, tenant_id: str, session_id: str, turn_id: str, tool_call_id: str, *, waiting: bool
+    ) -> None:
+        key = self._waiting_key(tenant_id, turn_id, approval_ref(tool_call_id))
         try:
             if waiting:
-                await self._redis.set(key, self.process_id, ex=TURN_SET_TTL_S)
+                await self._redis.set(key, session_id, ex=TURN_SET_TTL_S)
             else:
                 await self._redis.delete(key)
         except RedisError as exc:  # the turn waits on; only a decision sent elsewhere misses it
-            log.warning("coordination: cannot record a turn waiting for approval: %s", exc)
+            log.warning("coordination: cannot record a call waiting for approval: %s", exc)
 
     async def decide_elsewhere(
-        self, tenant_id: str, turn_id: str, tool_call_id: str, approved: bool
+        self,
+        tenant_id: str,
+        turn_id: str,
+        tool_call_id: str,
+        approved: bool,
+        session_id: str | None,
     ) -> bool:
-        """Every process hears the decision; the one whose turn waits applies it."""
+        """The decision claims the call's key (one decision wins), then every process hears
+        it and the one whose turn waits applies it."""
         message = json.dumps(
             {"tenant": tenant_id, "turn": turn_id, "call": tool_call_id, "approved": approved}
         )
+        refs = {approval_ref(tool_call_id), tool_call_id}  # named by its id, or by its ref
         try:
-            if not await self._redis.exists(self._waiting_key(tenant_id, turn_id)):
-                return False
-            await self._redis.publish(self._approvals_channel(), message)
+            for ref in refs:
+                key = self._waiting_key(tenant_id, turn_id, ref)
+                waiting_in = await self._redis.get(key)
+                if waiting_in is None or session_id not in (None, waiting_in):
+                    continue
+                if await self._redis.delete(key):  # claimed: no other decision takes it
+                    await self._redis.publish(self._approvals_channel(), message)
+                    return True
         except RedisError as exc:
             raise CoordinationUnavailable(f"Redis cannot be reached to decide: {exc}") from exc
-        return True
+        return False
 
     async def problem(self) -> str | None:
         try:
@@ -162,15 +177,8 @@ class RedisCoordinator:
                 await pubsub.subscribe(cancels, approvals)
                 while True:
                     message = await pubsub.get_message(ignore_subscribe_messages=True, timeout=1.0)
-                    if message is None:
-                        continue
-                    asked = json.loads(message["data"])
-                    if message["channel"] == approvals:
-                        decide_here(
-                            asked["tenant"], asked["turn"], asked["call"], asked["approved"]
-                        )
-                    else:
-                        cancel_here(asked["tenant"], asked["session"])
+                    if message is not None:
+                        _hear(message, approvals, cancel_here, decide_here)
             except RedisError as exc:
                 log.warning("coordination: not hearing cancels (%s); retrying", exc)
                 await asyncio.sleep(LISTEN_RETRY_S)
@@ -186,5 +194,19 @@ class RedisCoordinator:
     def _approvals_channel(self) -> str:
         return f"{self._prefix}:approvals"
 
-    def _waiting_key(self, tenant_id: str, turn_id: str) -> str:
-        return f"{self._prefix}:approval:{tenant_id}:{turn_id}"
+    def _waiting_key(self, tenant_id: str, turn_id: str, call_ref: str) -> str:
+        return f"{self._prefix}:approval:{tenant_id}:{turn_id}:{call_ref}"
+
+
+def _hear(
+    message: dict[str, Any], approvals: str, cancel_here: CancelHere, decide_here: DecideHere
+) -> None:
+    """One message from another process; a bad one is logged, and the listening goes on."""
+    try:
+        asked = json.loads(message["data"])
+        if message["channel"] == approvals:  # the key was claimed: apply it, in any session
+            decide_here(asked["tenant"], asked["turn"], asked["call"], asked["approved"], None)
+        else:
+            cancel_here(asked["tenant"], asked["session"])
+    except Exception:
+        log.exception("coordination: a message from another process was not understood")

@@ -95,10 +95,8 @@ def _tools_of(
         if allow is not None and not any(fnmatchcase(tool.name, p) for p in allow):
             continue
         name = offered_name(connection.name, tool.name)
-        if name is None:
-            log.warning(
-                "MCP server %s: tool name %r is too long to offer", connection.name, tool.name
-            )
+        if name is None or name in {t.name for t in tools}:  # vendors refuse a name twice
+            log.warning("MCP server %s: tool %r cannot be offered", connection.name, tool.name)
             continue
         tools.append(McpTool(connection, tool, name))
     return tools

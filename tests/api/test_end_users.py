@@ -89,6 +89,11 @@ async def test_a_session_is_never_used_for_another_end_user(
         )
         stored = await client.get(f"/api/chat/sessions/{alice['id']}/messages")
         blank = await client.post("/api/chat/sessions", json={"user": ""})
+        broken = [
+            await client.post("/api/chat/sessions", json={"user": "bob\nsmith"}),
+            await client.post("/api/chat/send", json={"message": "hi", "user": "a\tb"}),
+        ]
+        sessions = (await client.get("/api/chat/sessions")).json()
 
     for refused in (as_bob, into_unnamed):
         assert refused.status_code == 409, refused.text
@@ -96,3 +101,6 @@ async def test_a_session_is_never_used_for_another_end_user(
     assert as_alice.status_code == 200
     assert [m["content"] for m in stored.json()["messages"] if m["role"] == "user"] == ["hi"]
     assert blank.status_code == 422
+    for refused in broken:  # refused before anything is stored, not after
+        assert refused.status_code == 422 and refused.json()["error"]["code"] == "invalid_text"
+    assert sessions["total"] == 2  # alice's and the unnamed one

@@ -13,7 +13,7 @@ from typing import Any
 
 from backend.domain.messages import ToolCall
 from backend.providers.scripted import ScriptedProvider, ScriptedToolCalls
-from tests.channels.conftest import TOKEN, serving_bot, serving_robot
+from tests.channels.conftest import TOKEN, bot_settings, serving_bot, serving_robot
 from tests.fakes.dingtalk_server import FakeDingTalkServer
 from tests.fakes.telegram_server import FakeTelegramServer, Sent
 
@@ -103,6 +103,33 @@ async def test_a_button_pressed_twice_is_told_the_call_no_longer_waits(
         await served.until(lambda t: len(t.sent(0, "answerCallbackQuery")) == 2, "two answers")
     edits = [s.text for s in telegram.sent(42, "editMessageText")]
     assert edits == ["Approved: it runs now.", "That call is no longer waiting for a decision."]
+
+
+async def test_only_this_chat_and_its_allowed_people_can_answer(
+    telegram: FakeTelegramServer, tmp_path: Path, database_url: str
+) -> None:
+    """A button's data could be forged by a modified client: a press from a person the bot
+    ignores, or from another chat, decides nothing."""
+    provider = writing_provider("Saved.")
+    bot = bot_settings(telegram, allow_from=["ada"])
+    async with serving_bot(
+        telegram, tmp_path, database_url, provider=provider, tools=TOOLS, bot=bot
+    ) as served:
+        telegram.push_update(TOKEN, telegram.user_message("save a note"))
+        (question,) = await served.sent(1)
+        approve = dict(buttons(question))["Approve"]
+        stranger = telegram.button_press(question, approve, user_id=99, username="mallory")
+        telegram.push_update(TOKEN, stranger)
+        elsewhere = telegram.button_press(question, approve, chat_id=7)
+        telegram.push_update(TOKEN, elsewhere)
+        await served.until(lambda t: len(t.sent(0, "answerCallbackQuery")) == 2, "two answers")
+        assert not note(tmp_path).exists()  # still waiting
+        telegram.push_update(TOKEN, telegram.button_press(question, approve))
+        sent = await served.sent(2)
+    answers = [s.params.get("text") for s in telegram.sent(0, "answerCallbackQuery")]
+    assert "This bot does not take your answers." in answers
+    assert "That call is no longer waiting for a decision." in answers
+    assert sent[-1].text == "Saved." and note(tmp_path).read_text() == "from the chat"
 
 
 async def test_dingtalk_cannot_ask_so_the_call_is_denied_at_once(

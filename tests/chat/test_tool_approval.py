@@ -71,6 +71,11 @@ async def turn_answering(
                 )
                 assert decision.status_code == 200, decision.text
                 assert decision.json() == {"tool_call_id": "c1", "approved": approved}
+                again = await client.post(
+                    f"/api/chat/turns/{events[0][1]['turn_id']}/approvals",
+                    json={"tool_call_id": "c1", "approved": not approved},
+                )
+                assert again.status_code == 404  # the first decision stands
     return events
 
 
@@ -193,12 +198,12 @@ async def test_a_call_waiting_on_one_process_is_approved_through_another(
             async for name, data in read_events(response):
                 events.append((name, data))
                 if name == "tool.approval":
-                    turn_id = events[0][1]["turn_id"]
-                    decision = await b.post(
-                        f"/api/chat/turns/{turn_id}/approvals",
-                        json={"tool_call_id": "c1", "approved": True},
-                    )
+                    url = f"/api/chat/turns/{events[0][1]['turn_id']}/approvals"
+                    wrong = await b.post(url, json={"tool_call_id": "c9", "approved": True})
+                    decision = await b.post(url, json={"tool_call_id": "c1", "approved": True})
+                    again = await b.post(url, json={"tool_call_id": "c1", "approved": False})
     assert decision.status_code == 200, decision.text
+    assert wrong.status_code == again.status_code == 404  # one decision wins, once
     assert dict(events)["tool.result"]["is_error"] is False
     assert events[-1][1]["reply"] == "saved elsewhere"
     assert (tmp_path / "data" / "workspaces" / "default" / "notes.txt").exists()

@@ -130,14 +130,20 @@ class FakeTelegramServer(FakeServer):
         return {"update_id": next(self._update_ids), "message": message}
 
     def button_press(
-        self, message: Sent, data: str, *, chat_id: int = 42, user_id: int = 42
+        self,
+        message: Sent,
+        data: str,
+        *,
+        chat_id: int = 42,
+        user_id: int = 42,
+        username: str = "ada",
     ) -> dict[str, Any]:
         """An update for a press on an inline button of `message`, the bot's own message."""
         return {
             "update_id": next(self._update_ids),
             "callback_query": {
                 "id": str(next(self._message_ids)),
-                "from": {"id": user_id, "is_bot": False, "first_name": "Ada", "username": "ada"},
+                "from": {"id": user_id, "is_bot": False, "first_name": "Ada", "username": username},
                 "chat_instance": "ci",
                 "data": data,
                 "message": {

@@ -30,7 +30,14 @@ from backend.channels.base import (
     error_body,
     note_failure,
 )
-from backend.channels.commands import DESCRIPTIONS, ChatRef, Command, CommandReply, Commands
+from backend.channels.commands import (
+    DESCRIPTIONS,
+    ChatRef,
+    Command,
+    CommandReply,
+    Commands,
+    is_allowed,
+)
 from backend.channels.context import ChannelServices
 from backend.channels.inbox import Inbox
 from backend.channels.leadership import run_as_leader
@@ -211,8 +218,12 @@ class TelegramChannel:
         query = update.callback_query
         assert query is not None
         message = query.message
+        sender = query.from_user
         if not isinstance(message, Message) or query.data is None:
             await query.answer()
+            return
+        if not is_allowed((str(sender.id), sender.username or ""), self.settings.allow_from):
+            await query.answer("This bot does not take your answers.")  # as it ignores you
             return
         chat = ChatRef(
             self.tenant_id,
