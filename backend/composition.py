@@ -123,7 +123,7 @@ async def build_services(
             await factory.jobs.release_leases()
         resumer = SummaryResumer(factory.jobs, runtimes)
         await resumer.resume()
-        await coordinator.open(turns.cancel_here, turns.decide_here)
+        await coordinator.open(turns.running.cancel, turns.running.decide)
         if not database.is_sqlite:  # one process on SQLite: its restart resumes everything
             resumer.sweep_every(settings.memory.lease_s)
         try:

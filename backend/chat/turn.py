@@ -13,6 +13,7 @@ import logging
 from datetime import UTC, datetime
 
 from backend.chat.approvals import ApprovalPolicy, Approvals
+from backend.chat.running_turns import RunningTurns
 from backend.chat.runtime import RuntimeRegistry, TenantRuntime
 from backend.chat.tool_loop import LoopOutcome, run_tool_loop
 from backend.chat.turn_handle import TurnHandle, TurnRequest
@@ -56,9 +57,7 @@ class TurnRunner:
         self._runtimes = runtimes
         self._token_quota = token_quota
         self._tasks: set[asyncio.Task[None]] = set()
-        # Each session's turns not yet ended, oldest first: the oldest is writing or about to
-        # (the session lock is FIFO), so a cancel right after a message was sent still finds it.
-        self._running: dict[tuple[str, str], list[TurnHandle]] = {}
+        self.running = RunningTurns()  # what cancels and decisions find, from any process
 
     def start(self, request: TurnRequest) -> TurnHandle:
         handle = TurnHandle(
@@ -69,7 +68,7 @@ class TurnRunner:
                 )
             ),
         )
-        self._running.setdefault((request.tenant_id, request.session_id), []).append(handle)
+        self.running.add(handle)
         task = asyncio.create_task(self._run(handle), name=f"turn {handle.turn_id}")
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
@@ -78,17 +77,9 @@ class TurnRunner:
     async def cancel(self, *, tenant_id: str, session_id: str) -> bool:
         """Cancel the turn in flight in a session (or the next, while it waits for the lock),
         in this process or in the one that runs it; False when there is none."""
-        if self.cancel_here(tenant_id, session_id):
+        if self.running.cancel(tenant_id, session_id):
             return True
         return await self._coordinator.cancel_elsewhere(tenant_id, session_id)
-
-    def cancel_here(self, tenant_id: str, session_id: str) -> bool:
-        """`cancel`, for a turn this process runs (also when another process asks)."""
-        handles = self._running.get((tenant_id, session_id))
-        if not handles:
-            return False
-        handles[0].cancel()
-        return True
 
     async def decide(
         self,
@@ -102,31 +93,12 @@ class TurnRunner:
         """Approve or deny a tool call waiting in a turn (of `session_id`, when given), in this
         process or the one running it; False when no such call waits (unknown, another
         tenant's or session's, answered, timed out)."""
-        here = self.decide_here(tenant_id, turn_id, tool_call_id, approved, session_id)
+        here = self.running.decide(tenant_id, turn_id, tool_call_id, approved, session_id)
         if here is not None:
             return here
         return await self._coordinator.decide_elsewhere(
             tenant_id, turn_id, tool_call_id, approved, session_id
         )
-
-    def decide_here(
-        self,
-        tenant_id: str,
-        turn_id: str,
-        tool_call_id: str,
-        approved: bool,
-        session_id: str | None = None,
-    ) -> bool | None:
-        """`decide`, for a turn this process runs (also when another process asks): whether
-        it was applied; None when the turn does not run here."""
-        for (tenant, session), handles in self._running.items():
-            for handle in handles:
-                if (tenant, handle.turn_id) != (tenant_id, turn_id):
-                    continue
-                if session_id is not None and session != session_id:
-                    return False
-                return handle.approvals.decide(tool_call_id, approved=approved)
-        return None
 
     async def aclose(self) -> None:
         for task in self._tasks:
@@ -155,14 +127,8 @@ class TurnRunner:
                 log.warning("turn failed: %s", fault.message, extra=handle.log_fields())
                 handle.emit(TurnFailed(fault.code, fault.message, fault.status, fault.retry_after))
         finally:
-            self._forget(key, handle)
+            self.running.remove(handle)
             await self._coordinator.turn_ended(*key)
-
-    def _forget(self, key: tuple[str, str], handle: TurnHandle) -> None:
-        handles = self._running[key]
-        handles.remove(handle)
-        if not handles:
-            del self._running[key]
 
     async def _run_locked(self, handle: TurnHandle) -> None:
         request = handle.request
