@@ -112,7 +112,7 @@ class Commands:
         """A choice pressed: `/forget`'s entry to remove, or a decision on a tool call."""
         if data.startswith(FORGET_PREFIX):
             return await self._delete(data[len(FORGET_PREFIX) :], chat)
-        if data.startswith((APPROVE_PREFIX, DENY_PREFIX)):
+        if answers_a_question(data):
             return await self._decide(data, chat)
         return "That button is no longer in use."
 
@@ -208,6 +208,12 @@ class Commands:
 
 def _short(text: str, limit: int = 48) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def answers_a_question(data: str) -> bool:
+    """Whether a press answers an approval question: the answer is then shown under the
+    question, so what was approved stays in the chat."""
+    return data.startswith((APPROVE_PREFIX, DENY_PREFIX))
 
 
 def approval_question(turn_id: str, asked: ToolApprovalRequested) -> CommandReply:

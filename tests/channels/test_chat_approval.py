@@ -72,8 +72,8 @@ async def test_telegram_asks_with_buttons_and_an_approved_call_runs(
     assert sent[-1].text == "Saved your note."
     assert note(tmp_path).read_text() == "from the chat"
     assert stored == [("user", "save a note"), ("assistant", "Saved your note.")]
-    edited = telegram.sent(42, "editMessageText")
-    assert edited and edited[-1].text == "Approved: it runs now."
+    (edited,) = telegram.sent(42, "editMessageText")  # the question stays, with the answer
+    assert edited.text == f"{question.text}\n\nApproved: it runs now."
 
 
 async def test_telegram_deny_means_the_call_never_runs(
@@ -101,7 +101,7 @@ async def test_a_button_pressed_twice_is_told_the_call_no_longer_waits(
         await served.sent(2)
         telegram.push_update(TOKEN, telegram.button_press(question, approve))
         await served.until(lambda t: len(t.sent(0, "answerCallbackQuery")) == 2, "two answers")
-    edits = [s.text for s in telegram.sent(42, "editMessageText")]
+    edits = [s.text.rsplit("\n\n", 1)[-1] for s in telegram.sent(42, "editMessageText")]
     assert edits == ["Approved: it runs now.", "That call is no longer waiting for a decision."]
 
 

@@ -36,6 +36,7 @@ from backend.channels.commands import (
     Command,
     CommandReply,
     Commands,
+    answers_a_question,
     is_allowed,
 )
 from backend.channels.context import ChannelServices
@@ -233,8 +234,9 @@ class TelegramChannel:
         )
         said = await self._commands.press(query.data, chat)
         await query.answer(said)
+        shown = f"{message.text}\n\n{said}" if answers_a_question(query.data) else said
         await self._bot.edit_message_text(
-            said, chat_id=message.chat_id, message_id=message.message_id
+            shown, chat_id=message.chat_id, message_id=message.message_id
         )
 
     # ---- sending --------------------------------------------------------------------------
