@@ -26,7 +26,6 @@ TITLE_CHARS = 60  # of a new session's title: the first line of its first messag
 
 # Refusals whose own words tell the user what to do; any other is named by its code.
 SAID_AS_IS = ("rate_limited", "token_quota_exceeded", "message_too_long", "photo_unavailable")
-NO_BUTTONS = "{tool} needs your approval to run, and this chat cannot ask for it: it was not run."
 
 
 def title_for(text: str) -> str:

@@ -55,16 +55,15 @@ class Approvals:
             await self._announce(tool_call_id, True)
 
     async def wait(self, tool_call_id: str, timeout_s: float) -> Decision:
-        future = self._waiting[tool_call_id]
-        try:
-            with contextlib.suppress(TimeoutError):
-                async with asyncio.timeout(timeout_s):
-                    return Decision.APPROVED if await future else Decision.DENIED
-            return Decision.TIMED_OUT
-        finally:
-            del self._waiting[tool_call_id]
-            if self._announce is not None:
-                await self._announce(tool_call_id, False)
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(timeout_s):
+                return Decision.APPROVED if await self._waiting[tool_call_id] else Decision.DENIED
+        return Decision.TIMED_OUT
+
+    async def close(self, tool_call_id: str) -> None:
+        """The question is over (answered, timed out, or the turn ended first)."""
+        if self._waiting.pop(tool_call_id, None) is not None and self._announce is not None:
+            await self._announce(tool_call_id, False)
 
     def decide(self, call: str, *, approved: bool) -> bool:
         """Answer a waiting call, named by its id or its `approval_ref`; False when none waits

@@ -115,8 +115,13 @@ async def run_tool_loop(
                 decision = Decision.UNASKABLE
             elif approval.requires(call.name):
                 await approvals.ask(call.id)
-                yield ToolApprovalRequested(call.id, call.name, call.arguments, approval.timeout_s)
-                decision = await approvals.wait(call.id, approval.timeout_s)
+                try:
+                    yield ToolApprovalRequested(
+                        call.id, call.name, call.arguments, approval.timeout_s
+                    )
+                    decision = await approvals.wait(call.id, approval.timeout_s)
+                finally:  # also when the turn ends while it waits
+                    await approvals.close(call.id)
             if decision is Decision.APPROVED:
                 result = await tools.execute(call, context)
             else:

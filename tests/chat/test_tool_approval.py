@@ -221,3 +221,26 @@ async def test_a_client_that_cannot_answer_has_the_call_denied_at_once(
     (call,) = reply.json()["tool_calls"]
     assert call["is_error"] is True and "cannot be given" in call["result"]
     assert not written(settings).exists()
+
+
+async def test_a_turn_cancelled_while_it_waits_never_runs_the_call(
+    database_url: str, tmp_path: Path, vendor: FakeOpenAIServer
+) -> None:
+    vendor.push(ToolCalls([Call("write_file", WRITE, id="c1")]), "never said")
+    settings = approval_settings(database_url, tmp_path, vendor)
+    events: list[tuple[str, dict[str, Any]]] = []
+    async with serve(create_app(settings)) as client:
+        body = {"message": "write it", "stream": True}
+        async with client.stream("POST", "/api/chat/send", json=body) as response:
+            async for name, data in read_events(response):
+                events.append((name, data))
+                if name == "tool.approval":
+                    session_id = events[0][1]["session_id"]
+                    await client.post(f"/api/chat/sessions/{session_id}/cancel")
+        late = await client.post(
+            f"/api/chat/turns/{events[0][1]['turn_id']}/approvals",
+            json={"tool_call_id": "c1", "approved": True},
+        )
+    assert events[-1][0] == "error" and events[-1][1]["code"] == "cancelled"
+    assert late.status_code == 404
+    assert not written(settings).exists()
