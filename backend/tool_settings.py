@@ -87,8 +87,22 @@ class ToolSettings(Strict):
     # storage keeps it whole.
     max_result_chars: int = Field(20_000, ge=200, le=2_000_000)
     mcp_servers: dict[str, McpServerSettings] = Field(default_factory=dict)
+    # A tenant's own narrowing of servers it shares (by server: tool names or globs), which
+    # the admin API may set, unlike the servers themselves.
+    mcp_allow: dict[str, list[str]] = Field(default_factory=dict)
     workspace: WorkspaceSettings = WorkspaceSettings()
     approval: ApprovalSettings = ApprovalSettings()
+
+    @model_validator(mode="after")
+    def _allow_names_servers(self) -> Self:
+        for name, patterns in self.mcp_allow.items():
+            if name not in self.mcp_servers:
+                known = ", ".join(self.mcp_servers) or "none"
+                raise ValueError(f"mcp_allow.{name}: no such MCP server (defined: {known})")
+            for pattern in patterns:
+                if not TOOL_PATTERN.fullmatch(pattern):
+                    raise ValueError(f"mcp_allow.{name}: {pattern!r} is not a tool name or glob")
+        return self
 
     @field_validator("mcp_servers")
     @classmethod

@@ -68,6 +68,7 @@ def test_shipped_config_is_valid() -> None:
         ("tools:\n  mcp_servers:\n    my_fs: {command: x}\n", "tools.mcp_servers", "'-'"),
         ("tools:\n  mcp_servers:\n    fs: {command: x, env: ['1X']}\n", "env.0", "variable"),
         ("tools:\n  approval: {required: ['rm -rf']}\n", "tools.approval.required", "glob"),
+        ("tools:\n  mcp_allow: {fs: [read_*]}\n", "tools", "mcp_allow.fs: no such MCP server"),
         ("tools:\n  workspace: {max_file_bytes: 0}\n", "tools.workspace.max_file_bytes", "greater"),
     ],
 )

@@ -50,10 +50,16 @@ class McpTool:
 
 
 class McpToolSource:
-    """A tenant's MCP servers: the tools each listed last, through its allow-list."""
+    """A tenant's MCP servers: the tools each listed last, through the server's allow-list
+    and the tenant's own (`tools.mcp_allow`)."""
 
-    def __init__(self, servers: list[tuple[McpConnection, McpServerSettings]]) -> None:
+    def __init__(
+        self,
+        servers: list[tuple[McpConnection, McpServerSettings]],
+        tenant_allow: Mapping[str, list[str]] | None = None,
+    ) -> None:
         self._servers = servers
+        self._tenant_allow = tenant_allow or {}
         self._built: dict[str, tuple[tuple[ListedTool, ...], list[Tool]]] = {}
 
     @property
@@ -75,7 +81,8 @@ class McpToolSource:
             listed = connection.tools
             built = self._built.get(connection.name)
             if built is None or built[0] is not listed:
-                built = (listed, _tools_of(connection, listed, settings.allow))
+                allow = (settings.allow, self._tenant_allow.get(connection.name))
+                built = (listed, _tools_of(connection, listed, allow))
                 self._built[connection.name] = built
             offered += built[1]
         return offered
@@ -88,11 +95,14 @@ async def _tried(connection: McpConnection, timeout_s: float) -> None:
 
 
 def _tools_of(
-    connection: McpConnection, listed: tuple[ListedTool, ...], allow: list[str] | None
+    connection: McpConnection,
+    listed: tuple[ListedTool, ...],
+    allow: tuple[list[str] | None, ...],
 ) -> list[Tool]:
+    """The listed tools every allow-list lets through (None lets all through)."""
     tools: list[Tool] = []
     for tool in listed:
-        if allow is not None and not any(fnmatchcase(tool.name, p) for p in allow):
+        if not all(a is None or any(fnmatchcase(tool.name, p) for p in a) for a in allow):
             continue
         name = offered_name(connection.name, tool.name)
         if name is None or name in {t.name for t in tools}:  # vendors refuse a name twice
@@ -109,9 +119,15 @@ class McpServers:
         self._ping_every_s = ping_every_s or mcp_connection.PING_EVERY_S
         self._connections: dict[tuple[str, str, str], McpConnection] = {}
 
-    def source(self, tenant_id: str, servers: Mapping[str, McpServerSettings]) -> McpToolSource:
+    def source(
+        self,
+        tenant_id: str,
+        servers: Mapping[str, McpServerSettings],
+        tenant_allow: Mapping[str, list[str]] | None = None,
+    ) -> McpToolSource:
         return McpToolSource(
-            [(self._connection(tenant_id, name, s), s) for name, s in servers.items()]
+            [(self._connection(tenant_id, name, s), s) for name, s in servers.items()],
+            tenant_allow,
         )
 
     def connections(self, tenant_id: str | None = None) -> list[McpConnection]:

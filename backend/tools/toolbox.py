@@ -25,6 +25,7 @@ def tool_registry(
 ) -> ToolRegistry:
     tools = settings.tools
     scope_by_user = settings.memory.scope == "user"
+    servers = tools.mcp_servers
     registry = ToolRegistry.from_names(
         tools.enabled,
         available=[
@@ -33,7 +34,7 @@ def tool_registry(
             *extra_tools,
         ],
         timeout_s=tools.timeout_s,
-        mcp=mcp.source(tenant_id, tools.mcp_servers) if tools.mcp_servers else None,
+        mcp=mcp.source(tenant_id, servers, tools.mcp_allow) if servers else None,
     )
     if not tools.workspace.enabled:
         return registry

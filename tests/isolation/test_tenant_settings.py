@@ -310,3 +310,15 @@ async def test_an_mcp_server_is_never_set_through_the_admin_api(
         assert "tools.mcp_servers: set in config.yaml by the operator only" in refused.text
     listed = (await client.get("/api/admin/tenants", headers=OPERATOR)).json()["tenants"]
     assert "mallory" not in {tenant["id"] for tenant in listed}
+
+
+async def test_a_tenants_mcp_allow_list_names_a_server_that_exists(
+    served: tuple[httpx.AsyncClient, FastAPI],
+) -> None:
+    """(tests/tools/test_mcp_turns.py sets one that does, through the admin API.)"""
+    client, _ = served
+    allow = {"tools": {"mcp_allow": {"fake": ["echo"]}}}
+    unknown = await client.patch(
+        "/api/admin/tenants/acme", headers=OPERATOR, json={"settings": allow}
+    )
+    assert unknown.status_code == 422 and "no such MCP server" in unknown.text

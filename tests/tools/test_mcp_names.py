@@ -10,9 +10,12 @@ from backend.tools.mcp_tools import McpServers, offered_name
 SCHEMA = {"type": "object", "properties": {}}
 
 
-def offered(listed: list[str], allow: list[str] | None = None) -> list[str]:
+def offered(
+    listed: list[str], allow: list[str] | None = None, tenant_allow: list[str] | None = None
+) -> list[str]:
     settings = McpServerSettings(command="unused", allow=allow)
-    source = McpServers().source("acme", {"docs": settings})
+    own = {"docs": tenant_allow} if tenant_allow is not None else None
+    source = McpServers().source("acme", {"docs": settings}, own)
     (connection,) = source.connections  # never started: the listing is what it last saw
     connection.tools = tuple(ListedTool(name, f"{name} tool", SCHEMA) for name in listed)
     return [tool.name for tool in source.tools()]
@@ -40,6 +43,15 @@ def test_the_allow_list_takes_names_and_globs_as_the_server_names_them() -> None
         "docs__delete",
     ]
     assert offered(listed, allow=[]) == []
+
+
+def test_a_tenant_narrows_a_shared_server_with_its_own_allow_list() -> None:
+    listed = ["read_file", "read_dir", "write_file"]
+    assert offered(listed, allow=["read_*", "write_file"], tenant_allow=["*_file"]) == [
+        "docs__read_file",
+        "docs__write_file",
+    ]
+    assert offered(listed, tenant_allow=[]) == []
 
 
 def test_tenants_never_share_a_connection() -> None:

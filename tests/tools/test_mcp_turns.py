@@ -347,3 +347,32 @@ async def test_a_server_refusing_a_call_is_an_error_not_a_reconnect(
     )
     assert (echoed.result, echoed.is_error) == ("same server", False)
     assert len(before) == 1 and after == before  # the same server process throughout
+
+
+async def test_a_tenant_set_through_the_admin_api_narrows_a_shared_server(
+    database_url: str, tmp_path: Path, vendor: FakeOpenAIServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    operator = {"Authorization": "Bearer operator-key-123456"}
+    monkeypatch.setenv("TALLY_ADMIN_KEY", "operator-key-123456")
+    settings = make_settings(
+        database_url,
+        tmp_path,
+        auth={"mode": "keys"},
+        providers={"llm": {"kind": "openai_compatible", "base_url": vendor.base_url}},
+        model={"provider": "llm", "name": "gpt-4o-mini"},
+        tools={"enabled": ["now"], "mcp_servers": {"fake": stdio_server()}},
+    )
+    narrowed = {"tools": {"mcp_allow": {"fake": ["echo", "ad*"]}}}
+    async with serve(create_app(settings)) as client:
+        created = await client.post(
+            "/api/admin/tenants", headers=operator, json={"id": "acme", "settings": narrowed}
+        )
+        key = await client.post("/api/admin/tenants/acme/keys", headers=operator, json={})
+        acme = {"Authorization": f"Bearer {key.json()['key']}"}
+        vendor.push("acme's answer")
+        answered = await client.post("/api/chat/send", headers=acme, json={"message": "hi"})
+
+    assert created.status_code == 201, created.text
+    assert answered.status_code == 200, answered.text
+    (request,) = model_calls(vendor)
+    assert offered(request) == {"now", "fake__echo", "fake__add"}  # the server offers 8
