@@ -8,6 +8,8 @@ Importing this module skips the importing test module when Chromium or Playwrigh
 from __future__ import annotations
 
 import importlib.util
+import os
+import shutil
 import weakref
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -23,7 +25,7 @@ from fastapi import FastAPI
 from backend.app import create_app
 from backend.providers.base import ChatProvider
 from backend.providers.scripted import ScriptedProvider
-from tests.conftest import make_settings, serve
+from tests.conftest import ROOT, make_settings, serve
 
 CHROMIUM = Path("/usr/bin/chromium")
 
@@ -216,3 +218,12 @@ async def tally(
 ) -> AsyncIterator[Tally]:
     async with running_tally(browser, tmp_path, provider) as served:
         yield served
+
+
+def keep_for_readme(shot: Path, name: str) -> None:
+    """Copy a screenshot to docs/<name> for the README, only when it is missing or
+    TALLY_UPDATE_SCREENSHOT=1 asks, so that test runs leave the checkout as it was."""
+    target = ROOT / "docs" / name
+    if not target.exists() or os.environ.get("TALLY_UPDATE_SCREENSHOT") == "1":
+        target.parent.mkdir(exist_ok=True)
+        shutil.copyfile(shot, target)

@@ -4,9 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import os
 import re
-import shutil
 import socket
 import struct
 import zlib
@@ -20,14 +18,19 @@ from playwright.async_api import Browser, Route, expect
 from backend.domain.messages import ToolCall
 from backend.errors import ProviderUnavailable
 from backend.providers.scripted import ScriptedProvider, ScriptedThinking, ScriptedToolCalls
-from tests.browser.harness import Tally, last_reply, running_tally, send, wait_for_reply
-from tests.conftest import ROOT
+from tests.browser.harness import (
+    Tally,
+    keep_for_readme,
+    last_reply,
+    running_tally,
+    send,
+    wait_for_reply,
+)
 from tests.fakes.summarizer import EchoSummarizer
 
 # The shared browser lives in the session's event loop (see harness.py).
 pytestmark = pytest.mark.asyncio(loop_scope="session")
 
-README_SCREENSHOT = ROOT / "docs" / "screenshot.png"
 
 MARKDOWN_REPLY = """It is **{time}** in Shanghai right now. Here is a small helper \
 that does the same thing in Python:
@@ -63,13 +66,6 @@ def png(width: int, height: int) -> bytes:
     )
 
 
-def save_readme_screenshot(path: Path) -> None:
-    """docs/screenshot.png is refreshed only on request, so test runs leave the tree clean."""
-    if not README_SCREENSHOT.exists() or os.environ.get("TALLY_UPDATE_SCREENSHOT") == "1":
-        README_SCREENSHOT.parent.mkdir(exist_ok=True)
-        shutil.copyfile(path, README_SCREENSHOT)
-
-
 async def test_reply_streams_before_the_turn_completes(
     tally: Tally, provider: ScriptedProvider
 ) -> None:
@@ -103,7 +99,7 @@ async def test_reply_streams_before_the_turn_completes(
     assert "#/s/" in page.url  # the URL names the new session
     await expect(page.get_by_test_id("session-item")).to_have_count(4)
     await page.mouse.move(0, 0)
-    save_readme_screenshot(await tally.screenshot(page, "streamed-reply"))
+    keep_for_readme(await tally.screenshot(page, "streamed-reply"), "screenshot.png")
 
 
 async def test_tool_call_appears_as_a_card_live_and_after_reload(

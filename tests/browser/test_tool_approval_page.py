@@ -12,7 +12,14 @@ from playwright.async_api import Browser, Locator, Page, Route, expect
 
 from backend.domain.messages import ToolCall
 from backend.providers.scripted import ScriptedProvider, ScriptedToolCalls
-from tests.browser.harness import Tally, last_reply, running_tally, send, wait_for_reply
+from tests.browser.harness import (
+    Tally,
+    keep_for_readme,
+    last_reply,
+    running_tally,
+    send,
+    wait_for_reply,
+)
 
 # The shared browser lives in the session's event loop (see harness.py).
 pytestmark = pytest.mark.asyncio(loop_scope="session")
@@ -78,6 +85,9 @@ async def test_approved_call_runs_and_writes_the_file(
         await expect(card.get_by_test_id("tool-approve")).to_be_enabled()
         await expect(card.get_by_test_id("tool-deny")).to_be_enabled()
         assert not written_file(tmp_path).exists()  # nothing runs before the decision
+        shot = tally.shots / "approval-card.png"
+        await card.screenshot(path=shot)
+        keep_for_readme(shot, "approval.png")
         await card.screenshot(path=tally.shots / "waiting-card.png")
 
         await card.get_by_test_id("tool-approve").click()
