@@ -124,7 +124,9 @@ class McpConnection:
             )
             answer = exc.error.message if isinstance(exc, MCPError) else "an unreadable result"
             return McpCallError(f"the MCP server {self.name!r} answered: {answer}")
-        if session is self._session:
+        if session is self._session:  # known lost from now on, not only once the owner sees it
+            self._session = None
+            self._connected.clear()
             self._lost.set()
         log.warning("MCP server %s of tenant %s: lost: %s", self.name, self.tenant_id, exc)
         return McpUnavailable(
