@@ -115,10 +115,12 @@ async def build_services(
             provider_outcomes=outcomes,
             mcp=factory.mcp,
         )
+        with_servers = [DEFAULT_TENANT] if settings.tools.mcp_servers else []
         for tenant_id in settings.tenants:  # a tenant's broken template stops start-up
-            await runtimes.check(tenant_id, {})
+            effective = await runtimes.check(tenant_id, {})
             await tenants.ensure(tenant_id=tenant_id)
-        await runtimes.connect_tools([DEFAULT_TENANT, *settings.tenants])
+            with_servers += [tenant_id] if effective.tools.mcp_servers else []
+        await runtimes.connect_tools(with_servers)  # their tools known before the first turn
         if database.is_sqlite:  # one process per database: leases left are a crash's
             await factory.jobs.release_leases()
         resumer = SummaryResumer(factory.jobs, runtimes)

@@ -362,8 +362,9 @@ def layered_overrides(settings: Settings, tenant_id: str, stored: dict[str, Any]
     layered = dict(settings.tenants.get(tenant_id, {}))
     for section, values in stored.items():
         below = layered.get(section)
-        both_maps = isinstance(below, dict) and isinstance(values, dict)
-        layered[section] = {**below, **values} if both_maps else values  # type: ignore[dict-item]
+        if isinstance(below, dict) and isinstance(values, dict):
+            values = {**below, **values}
+        layered[section] = values
     return layered
 
 

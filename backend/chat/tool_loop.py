@@ -111,9 +111,10 @@ async def run_tool_loop(
         for call in calls:
             yield ToolStarted(call=call)
             decision = Decision.APPROVED
-            if approval.requires(call.name) and not approval.can_ask:
+            is_asked = approval.requires(call.name)
+            if is_asked and not approval.can_ask:
                 decision = Decision.UNASKABLE
-            elif approval.requires(call.name):
+            elif is_asked:
                 await approvals.ask(call.id)
                 try:
                     yield ToolApprovalRequested(

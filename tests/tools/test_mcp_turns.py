@@ -54,7 +54,11 @@ def stdio_server(**extra: Any) -> dict[str, Any]:
 
 
 def settings_with(
-    database_url: str, tmp_path: Path, vendor: FakeOpenAIServer, tools: dict[str, Any]
+    database_url: str,
+    tmp_path: Path,
+    vendor: FakeOpenAIServer,
+    tools: dict[str, Any],
+    **sections: Any,
 ) -> Any:
     return make_settings(
         database_url,
@@ -62,6 +66,7 @@ def settings_with(
         providers={"llm": {"kind": "openai_compatible", "base_url": vendor.base_url}},
         model={"provider": "llm", "name": "gpt-4o-mini"},
         tools={"enabled": ["now"], **tools},
+        **sections,
     )
 
 
@@ -301,14 +306,8 @@ async def test_only_an_administrator_sees_the_mcp_servers_in_health(
     database_url: str, tmp_path: Path, vendor: FakeOpenAIServer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("TALLY_ADMIN_KEY", "operator-key-123456")
-    settings = make_settings(
-        database_url,
-        tmp_path,
-        auth={"mode": "keys"},
-        providers={"llm": {"kind": "openai_compatible", "base_url": vendor.base_url}},
-        model={"provider": "llm", "name": "gpt-4o-mini"},
-        tools={"mcp_servers": {"fake": stdio_server()}},
-    )
+    servers = {"mcp_servers": {"fake": stdio_server()}}
+    settings = settings_with(database_url, tmp_path, vendor, servers, auth={"mode": "keys"})
     app = create_app(settings)
     async with serve(app) as client:
         async with asyncio.timeout(WAIT_S):
@@ -355,14 +354,8 @@ async def test_a_tenant_set_through_the_admin_api_narrows_a_shared_server(
 ) -> None:
     operator = {"Authorization": "Bearer operator-key-123456"}
     monkeypatch.setenv("TALLY_ADMIN_KEY", "operator-key-123456")
-    settings = make_settings(
-        database_url,
-        tmp_path,
-        auth={"mode": "keys"},
-        providers={"llm": {"kind": "openai_compatible", "base_url": vendor.base_url}},
-        model={"provider": "llm", "name": "gpt-4o-mini"},
-        tools={"enabled": ["now"], "mcp_servers": {"fake": stdio_server()}},
-    )
+    servers = {"mcp_servers": {"fake": stdio_server()}}
+    settings = settings_with(database_url, tmp_path, vendor, servers, auth={"mode": "keys"})
     narrowed = {"tools": {"mcp_allow": {"fake": ["echo", "ad*"]}}}
     async with serve(create_app(settings)) as client:
         created = await client.post(
