@@ -19,7 +19,7 @@ from sqlalchemy import text
 from sqlalchemy.ext.asyncio import create_async_engine
 
 from tests.api.test_stream_resume import LONG_REPLY, cut_after, resume, text_of
-from tests.crash import ServerFiles, TallyProcess, write_config
+from tests.crash import MAX_HISTORY_MESSAGES, ServerFiles, TallyProcess, write_config
 from tests.fakes import Delay, Text
 from tests.fakes.openai_server import FakeOpenAIServer
 from tests.sse import read_events
@@ -104,6 +104,9 @@ async def test_three_processes_serialize_turns_cancel_anywhere_and_finish_a_dead
 
             # A cancel sent to another process stops the turn: the model is still thinking
             # (it was asked: the cancel does not land before the call, leaving the step queued).
+            # The four turns overflowed the window: their summaries are written first, so no
+            # summarizer call takes the delay meant for the turn.
+            await wait_until_settled(postgres, session_id)
             upstream.push(Delay(60))
             asked = len(upstream.requests)
             other = await new_session(a)
@@ -156,6 +159,27 @@ async def until(condition: Callable[[], bool], what: str) -> None:
     while not condition():
         assert loop.time() < deadline, f"{what} did not happen"
         await asyncio.sleep(0.01)
+
+
+async def wait_until_settled(postgres: str, session_id: str) -> None:
+    """Until the summarizer has nothing left to ask the model about `session_id`: no unfinished
+    job and the window within `max_history_messages`, so none is about to be planned."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + RESUME_TIMEOUT_S
+    while True:
+        (row,) = await fetch(
+            postgres,
+            "SELECT"
+            " (SELECT count(*) FROM overflow_jobs WHERE session_id = :s AND status IN"
+            " ('pending', 'summarized', 'memory_written')) AS unfinished,"
+            " (SELECT count(*) FROM messages m JOIN sessions s ON s.id = m.session_id"
+            "  WHERE s.id = :s AND m.id >= s.window_start_id) AS window",
+            s=session_id,
+        )
+        if row.unfinished == 0 and row.window <= MAX_HISTORY_MESSAGES:
+            return
+        assert loop.time() < deadline, f"the summarizer did not settle: {row}"
+        await asyncio.sleep(0.05)
 
 
 async def wait_for_job_done(postgres: str, session_id: str) -> Any:
