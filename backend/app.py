@@ -22,6 +22,7 @@ from backend.api import (
     memory,
     metrics,
     openai_compat,
+    people,
     sessions,
     usage,
 )
@@ -176,7 +177,18 @@ def _install_routes(app: FastAPI, settings: Settings) -> None:
         max_headers=settings.server.max_headers,
         max_header_bytes=settings.server.max_header_bytes,
     )
-    routers = (health, sessions, chat, memory, admin, usage, metrics, openai_compat, channels)
+    routers = (
+        health,
+        sessions,
+        chat,
+        memory,
+        people,
+        admin,
+        usage,
+        metrics,
+        openai_compat,
+        channels,
+    )
     for module in routers:
         app.include_router(module.router)
     if not is_public_docs(settings):

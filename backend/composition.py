@@ -13,6 +13,7 @@ from typing import Any
 from backend.api.auth import DEFAULT_TENANT
 from backend.channel_settings import ChannelSettings
 from backend.channels.bot_runner import check_bots
+from backend.chat.linking import Linking
 from backend.chat.prompts import TemplateProblem
 from backend.chat.runtime import RuntimeRegistry
 from backend.chat.service import ChatService
@@ -29,6 +30,7 @@ from backend.runtime_factory import RuntimeFactory
 from backend.settings import Settings, layered_overrides, tenant_settings
 from backend.settings_errors import describe_problems
 from backend.storage.database import open_database, pool_budget_problem
+from backend.storage.identities import IdentityRepository
 from backend.storage.migrate import migrate
 from backend.storage.tenants import ApiKeyRepository, TenantNotFound, TenantRepository
 from backend.storage.tool_conversations import ToolConversationRepository
@@ -103,6 +105,7 @@ async def build_services(
             coordinator=coordinator,
             runtimes=runtimes,
             memory_health=factory.memory_health,
+            linking=Linking(IdentityRepository(database), factory.store, runtimes, clock=clock),
             turns=turns,
             chat=ChatService(
                 sessions=factory.sessions,

@@ -26,6 +26,7 @@ from backend.domain.clock import utc_now
 from backend.memory.base import MemoryStore
 from backend.memory.database_store import DatabaseMemoryStore
 from backend.memory.file_store import FileMemoryStore
+from backend.memory.linked_scopes import PersonalMemory
 from backend.model_choice import DEMO_MODEL, ModelChoice, choose_model, demo_settings
 from backend.providers.base import ChatProvider
 from backend.providers.demo import DemoProvider
@@ -33,6 +34,7 @@ from backend.providers.outcomes import ProviderOutcomes
 from backend.providers.registry import build_chat_provider
 from backend.settings import ModelSettings, Settings
 from backend.storage.database import Database
+from backend.storage.identities import IdentityRepository
 from backend.storage.messages import MessageRepository
 from backend.storage.overflow_jobs import OverflowJobRepository
 from backend.storage.sessions import SessionRepository
@@ -42,10 +44,14 @@ from backend.tools.registry import ToolRegistry
 from backend.tools.toolbox import tool_registry
 
 
-def build_memory_store(settings: Settings, database: Database) -> MemoryStore:
+def build_memory_store(settings: Settings, database: Database) -> PersonalMemory:
+    """The configured store, keyed by the person an end user's identities are linked to."""
+    store: MemoryStore
     if settings.memory.store == "database":
-        return DatabaseMemoryStore(database)
-    return FileMemoryStore(Path(settings.memory.path), Path(settings.data_dir))
+        store = DatabaseMemoryStore(database)
+    else:
+        store = FileMemoryStore(Path(settings.memory.path), Path(settings.data_dir))
+    return PersonalMemory(store, IdentityRepository(database))
 
 
 def build_summarizer(
@@ -73,7 +79,7 @@ class RuntimeFactory:
     """What every tenant's runtime shares; `runtime` builds one from effective settings."""
 
     prompts: PromptRenderer
-    store: MemoryStore
+    store: PersonalMemory
     sessions: SessionRepository
     messages: MessageRepository
     jobs: OverflowJobRepository

@@ -58,7 +58,7 @@ def _require_operator(admin: Principal) -> None:
         raise Forbidden("only the operator (TALLY_ADMIN_KEY) manages tenants")
 
 
-def _own_tenant(admin: Principal, tenant_id: str) -> None:
+def own_tenant(admin: Principal, tenant_id: str) -> None:
     if not admin.is_operator and admin.tenant_id != tenant_id:
         raise TenantNotFound(f"tenant {tenant_id!r} does not exist")
 
@@ -137,7 +137,7 @@ async def update_tenant(
 async def create_key_route(
     tenant_id: str, body: KeyCreate, services: ServicesDep, admin: AdminDep
 ) -> KeyCreated:
-    _own_tenant(admin, tenant_id)
+    own_tenant(admin, tenant_id)
     record, key = await create_key(
         services.tenants, services.api_keys, tenant_id=tenant_id, scope=body.scope, label=body.label
     )
@@ -146,7 +146,7 @@ async def create_key_route(
 
 @router.get("/tenants/{tenant_id}/keys")
 async def list_keys(tenant_id: str, services: ServicesDep, admin: AdminDep) -> KeyList:
-    _own_tenant(admin, tenant_id)
+    own_tenant(admin, tenant_id)
     await services.tenants.get(tenant_id=tenant_id)
     records = await services.api_keys.list(tenant_id=tenant_id)
     return KeyList(keys=[key_public(r) for r in records])

@@ -115,6 +115,7 @@ async def run_bots(services: Services) -> AsyncIterator[BotRunner]:
             memory=services.memory,
             runtimes=services.runtimes,
             updates=updates,
+            linking=services.linking,
             failpoints=Failpoints.from_environment(),
             database=services.database,
             update_lease_s=services.settings.coordination.lease_s,

@@ -1,8 +1,8 @@
-"""The commands a chat user sends a bot (`/new`, `/stop`, `/summary`, `/memory`, `/forget`),
-the same on every platform: each reads or changes this chat's session and memory, and says
-what it did. A platform renders the reply (and `/forget`'s choices, as buttons or a numbered
-list answered with `/forget <n>`); a tool call waiting for approval is a question with
-Approve and Deny buttons. Also what a platform's message asks of a bot: a command, a
+"""The commands a chat user sends a bot (`/new`, `/stop`, `/summary`, `/memory`, `/forget`,
+`/link`, `/unlink`), the same on every platform: each reads or changes this chat's session and
+memory, and says what it did. A platform renders the reply (and `/forget`'s choices, as buttons
+or a numbered list answered with `/forget <n>`); a tool call waiting for approval is a question
+with Approve and Deny buttons. Also what a platform's message asks of a bot: a command, a
 turn, or nothing, and who may ask (`allow_from`)."""
 
 from __future__ import annotations
@@ -12,11 +12,13 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from backend.channels.context import ChannelServices
+from backend.chat.linking import MemoryNotPersonal
 from backend.domain.events import ToolApprovalRequested
 from backend.domain.ids import approval_ref
 from backend.errors import TallyError
 from backend.memory.base import MemoryEntryNotFound
 from backend.memory.entries import MemoryEntry
+from backend.storage.identities import NotLinked
 
 FORGET_CHOICES = 10
 FORGET_PREFIX = "forget:"
@@ -24,6 +26,15 @@ APPROVE_PREFIX = "approve:"
 DENY_PREFIX = "deny:"
 ARGUMENT_SHOWN = 200  # characters of each argument of a call in an approval question
 FORGOTTEN = "Forgotten."
+LINK_CODE = (
+    "Your link code is {code}. Within 10 minutes, send /link {code} from your other account "
+    "(another chat app, or the Link panel of the web page); the code works once."
+)
+LINKED = "Linked: this chat and your {others} other account{s} now share one memory."
+UNLINKED = (
+    "Unlinked: from now on I remember what is said here on its own. What I remembered stays "
+    "with your other accounts."
+)
 HELP = (
     "I am {persona}, a chat assistant that remembers: older turns of our conversation are "
     "summarized into memory.\n\n"
@@ -32,6 +43,8 @@ HELP = (
     "/summary — what this conversation is about so far\n"
     "/memory — what I remember\n"
     "/forget — remove something I remember\n"
+    "/link — one memory with your other accounts (here, on other apps, on the web)\n"
+    "/unlink — this chat on its own again\n"
     "/help — this text"
 )
 DESCRIPTIONS = {
@@ -40,13 +53,15 @@ DESCRIPTIONS = {
     "summary": "What this conversation is about so far",
     "memory": "What I remember",
     "forget": "Remove something I remember",
+    "link": "One memory with your other accounts",
+    "unlink": "This chat on its own again",
     "help": "What I can do",
 }
 
 
 @dataclass(frozen=True, slots=True)
 class Command:
-    name: str  # new, stop, summary, memory, forget; any other word is answered with the help
+    name: str  # new, stop, summary, memory, forget, link, unlink; any other word: the help
     argument: str = ""
 
 
@@ -97,6 +112,8 @@ class Commands:
     async def run(self, command: Command, chat: ChatRef) -> CommandReply:
         if command.name == "forget" and command.argument:
             return await self._forget_numbered(command.argument, chat)
+        if command.name in ("link", "unlink"):
+            return CommandReply(await self._link(command, chat))
         handler = {
             "new": self._new,
             "stop": self._stop,
@@ -152,6 +169,31 @@ class Commands:
         except MemoryEntryNotFound:
             return "That is no longer in memory."
         return FORGOTTEN
+
+    async def _link(self, command: Command, chat: ChatRef) -> str:
+        """`/link` asks for a code, `/link CODE` links with the account that asked for it,
+        `/unlink` leaves: only a private chat is one person's."""
+        if chat.user_key is None:
+            return "Linking works in a private chat with me."
+        linking, tenant_id, user_key = self._services.linking, chat.tenant_id, chat.user_key
+        try:
+            if command.name == "unlink":
+                await linking.unlink(tenant_id=tenant_id, user_key=user_key)
+                return UNLINKED
+            if not command.argument:
+                issued = await linking.code_for(tenant_id=tenant_id, user_key=user_key)
+                return LINK_CODE.format(code=issued.code)
+            linked = await linking.link(
+                tenant_id=tenant_id, user_key=user_key, code=command.argument
+            )
+        except MemoryNotPersonal:
+            return "I keep one memory for everyone here, so there is nothing to link."
+        except NotLinked:
+            return "This chat is not linked to another account."
+        except TallyError as exc:  # a code unknown, used, expired or asked for here
+            return f"That did not work: {exc.message}."
+        others = len(linked.identities) - 1
+        return LINKED.format(others=others, s="" if others == 1 else "s")
 
     async def _help(self, chat: ChatRef) -> CommandReply:
         runtime = await self._services.runtimes.get(chat.tenant_id)

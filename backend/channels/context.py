@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from backend.chat.failpoints import Failpoints
+from backend.chat.linking import Linking
 from backend.chat.runtime import RuntimeRegistry
 from backend.chat.service import ChatService
 from backend.memory.base import MemoryStore
@@ -21,6 +22,7 @@ class ChannelServices:
     memory: MemoryStore
     runtimes: RuntimeRegistry
     updates: ChannelUpdateRepository
+    linking: Linking
     failpoints: Failpoints = field(default_factory=Failpoints)  # crash tests only
     database: Database | None = None  # None: one process (tests of one bot): always the leader
     update_lease_s: float = 30.0  # how long a dead process's update waits to be taken over

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from backend.chat.linking import Linking
 from backend.chat.memory_health import MemoryHealth
 from backend.chat.runtime import RuntimeRegistry
 from backend.chat.service import ChatService
@@ -42,5 +43,6 @@ class Services:
     usage: UsageRepository
     coordinator: Coordinator
     memory_health: MemoryHealth
+    linking: Linking  # one person across channels
     provider_outcomes: ProviderOutcomes = field(default_factory=ProviderOutcomes)
     mcp: McpServers = field(default_factory=McpServers)  # every tenant's MCP connections

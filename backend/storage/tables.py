@@ -204,3 +204,29 @@ channel_updates = Table(
     Index("ix_channel_updates_open", "tenant_id", "bot", "status"),
     sqlite_autoincrement=True,
 )
+
+# One person's identities across channels (`telegram:<id>`, `dingtalk:<staff>`, a tenant's own
+# user key): with `memory.scope: user`, every identity of a person reads and writes the memory
+# of `person:<person_id>`. An identity belongs to at most one person of its tenant.
+identity_links = Table(
+    "identity_links",
+    metadata,
+    Column("tenant_id", String(64), primary_key=True),
+    Column("user_key", String(200), primary_key=True),
+    Column("person_id", String(32), nullable=False),
+    Column("linked_at", Timestamp, nullable=False),
+    Index("ix_identity_links_person", "tenant_id", "person_id"),
+)
+
+# One-time codes that link the identity that asked for one with the identity that sends it
+# back: single use, short-lived, valid only inside their tenant. Only a hash is kept.
+link_codes = Table(
+    "link_codes",
+    metadata,
+    Column("code_hash", String(64), primary_key=True),
+    Column("tenant_id", String(64), nullable=False),
+    Column("user_key", String(200), nullable=False),  # who asked for it
+    Column("created_at", Timestamp, nullable=False),
+    Column("expires_at", Timestamp, nullable=False),
+    Column("used_at", Timestamp),
+)

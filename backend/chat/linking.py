@@ -1,0 +1,101 @@
+"""One person across channels: an identity asks for a one-time code, another sends it back,
+and from then on both read and write one memory (`memory.scope: user`). What each identity
+remembered before is moved into the person's memory when they link; an identity unlinked
+starts afresh, and what was remembered stays with the person (an account given away or lost
+takes nobody's memory with it).
+
+The one entry for linking: the API, the page and every bot's `/link` and `/unlink` call it.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from backend.chat.runtime import RuntimeRegistry
+from backend.domain.clock import utc_now
+from backend.errors import Conflict
+from backend.memory.linked_scopes import PersonalMemory, move_entries
+from backend.storage.identities import Identity, IdentityRepository, LinkCode
+
+log = logging.getLogger(__name__)
+
+LINK_CODE_TTL = timedelta(minutes=10)
+
+
+class MemoryNotPersonal(Conflict):
+    code = "memory_not_personal"
+
+    def __init__(self) -> None:
+        super().__init__(
+            "this tenant keeps one memory for everyone (memory.scope: tenant): "
+            "there is nothing to link"
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Linked:
+    person_id: str
+    identities: list[str]  # every identity of the person, this one too
+
+
+class Linking:
+    def __init__(
+        self,
+        identities: IdentityRepository,
+        memory: PersonalMemory,
+        runtimes: RuntimeRegistry,
+        *,
+        clock: Callable[[], datetime] = utc_now,
+    ) -> None:
+        self._identities = identities
+        self._memory = memory
+        self._runtimes = runtimes
+        self._clock = clock
+
+    async def code_for(self, *, tenant_id: str, user_key: str) -> LinkCode:
+        """A one-time code for `user_key`, good for LINK_CODE_TTL inside this tenant."""
+        await self._require_personal(tenant_id)
+        return await self._identities.issue_code(
+            tenant_id=tenant_id, user_key=user_key, ttl=LINK_CODE_TTL, now=self._clock()
+        )
+
+    async def link(self, *, tenant_id: str, user_key: str, code: str) -> Linked:
+        """Make `user_key` and the identity that asked for `code` one person; the memory each
+        kept on its own becomes the person's."""
+        await self._require_personal(tenant_id)
+        link = await self._identities.redeem(
+            tenant_id=tenant_id, user_key=user_key, code=code, now=self._clock()
+        )
+        for scope in link.joined_scopes:
+            moved = await move_entries(
+                self._memory.store, tenant_id=tenant_id, from_scope=scope, into_scope=link.scope_key
+            )
+            log.info(
+                "linked an identity: %d memory entries moved", moved, extra={"tenant": tenant_id}
+            )
+        return await self._linked(tenant_id, link.person_id)
+
+    async def unlink(self, *, tenant_id: str, user_key: str) -> None:
+        """`user_key` on its own again (NotLinked if it was not linked)."""
+        await self._identities.unlink(tenant_id=tenant_id, user_key=user_key)
+
+    async def linked(self, *, tenant_id: str, user_key: str) -> Linked | None:
+        """The person `user_key` is, with all their identities; None when not linked."""
+        person = await self._identities.person_of(tenant_id=tenant_id, user_key=user_key)
+        return None if person is None else await self._linked(tenant_id, person)
+
+    async def all_links(self, *, tenant_id: str) -> list[Identity]:
+        """Every linked identity of the tenant, each person's together (for operators)."""
+        return await self._identities.identities(tenant_id=tenant_id)
+
+    async def _linked(self, tenant_id: str, person_id: str) -> Linked:
+        found = await self._identities.identities(tenant_id=tenant_id, person_id=person_id)
+        return Linked(person_id, [identity.user_key for identity in found])
+
+    async def _require_personal(self, tenant_id: str) -> None:
+        runtime = await self._runtimes.get(tenant_id)
+        if runtime.settings.memory.scope != "user":
+            raise MemoryNotPersonal()

@@ -1,0 +1,220 @@
+"""Which identities are one person, and the one-time codes that say so.
+
+An identity is a user key of one tenant (`telegram:<id>`, `dingtalk:<staff>`, a tenant's own
+key for one of its users). Linking two makes them one person; a person's identities share the
+memory of `person:<person_id>`. Codes are stored as hashes: one redeemed is marked used in the
+same transaction that links, so a code links once, whatever races it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import secrets
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+
+from sqlalchemy import delete, select, update
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from backend.errors import Conflict, NotFound, TallyError
+from backend.storage.database import Database
+from backend.storage.tables import identity_links, link_codes
+
+PERSON_SCOPE_PREFIX = "person:"
+CODE_ALPHABET = "ABCDEFGHJKMNPQRSTUVWXYZ23456789"  # no 0/O, 1/I/L: read aloud or retyped
+CODE_LENGTH = 8  # 31**8 ≈ 8.5e11 codes, against at most minutes of guessing
+
+
+class LinkCodeInvalid(NotFound):
+    code = "link_code_invalid"
+
+    def __init__(self) -> None:
+        super().__init__("this link code does not exist: ask for a new one")
+
+
+class LinkCodeUsed(Conflict):
+    code = "link_code_used"
+
+    def __init__(self) -> None:
+        super().__init__("this link code was used already: ask for a new one")
+
+
+class LinkCodeExpired(TallyError):
+    code = "link_code_expired"
+    status = 410
+
+    def __init__(self) -> None:
+        super().__init__("this link code has expired: ask for a new one")
+
+
+class LinkCodeOwn(Conflict):
+    code = "link_code_own"
+
+    def __init__(self) -> None:
+        super().__init__("this code was asked for here: send it from your other account")
+
+
+class NotLinked(NotFound):
+    code = "not_linked"
+
+    def __init__(self) -> None:
+        super().__init__("this identity is not linked to another")
+
+
+@dataclass(frozen=True, slots=True)
+class LinkCode:
+    code: str  # shown once, as XXXX-XXXX
+    expires_at: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class Link:
+    """What a redeemed code did: the person both identities are now, and the memory scopes
+    that became theirs (their entries are to be moved into the person's)."""
+
+    person_id: str
+    joined_scopes: list[str]
+
+    @property
+    def scope_key(self) -> str:
+        return person_scope(self.person_id)
+
+
+@dataclass(frozen=True, slots=True)
+class Identity:
+    user_key: str
+    person_id: str
+    linked_at: datetime
+
+
+def person_scope(person_id: str) -> str:
+    return PERSON_SCOPE_PREFIX + person_id
+
+
+def normalise_code(text: str) -> str:
+    """A code as typed: any case, with or without its dash or spaces."""
+    return "".join(ch for ch in text.upper() if ch not in " -")
+
+
+def _hash(code: str) -> str:
+    return hashlib.sha256(normalise_code(code).encode()).hexdigest()
+
+
+def _aware(value: datetime) -> datetime:
+    return value if value.tzinfo else value.replace(tzinfo=UTC)
+
+
+class IdentityRepository:
+    def __init__(self, database: Database) -> None:
+        self._db = database
+
+    async def person_of(self, *, tenant_id: str, user_key: str) -> str | None:
+        async with self._db.read() as conn:
+            found = await conn.scalar(
+                select(identity_links.c.person_id).where(
+                    identity_links.c.tenant_id == tenant_id,
+                    identity_links.c.user_key == user_key,
+                )
+            )
+        return None if found is None else str(found)
+
+    async def issue_code(
+        self, *, tenant_id: str, user_key: str, ttl: timedelta, now: datetime
+    ) -> LinkCode:
+        raw = "".join(secrets.choice(CODE_ALPHABET) for _ in range(CODE_LENGTH))
+        expires_at = now + ttl
+        async with self._db.write() as conn:
+            # Codes past their time are of no use to anyone: they go as new ones come.
+            await conn.execute(delete(link_codes).where(link_codes.c.expires_at < now))
+            await conn.execute(
+                link_codes.insert().values(
+                    code_hash=_hash(raw),
+                    tenant_id=tenant_id,
+                    user_key=user_key,
+                    created_at=now,
+                    expires_at=expires_at,
+                )
+            )
+        return LinkCode(f"{raw[:4]}-{raw[4:]}", expires_at)
+
+    async def redeem(self, *, tenant_id: str, user_key: str, code: str, now: datetime) -> Link:
+        """Link `user_key` with the identity that asked for `code`, in one transaction."""
+        async with self._db.write() as conn:
+            row = (
+                await conn.execute(
+                    select(link_codes).where(
+                        link_codes.c.code_hash == _hash(code), link_codes.c.tenant_id == tenant_id
+                    )
+                )
+            ).first()
+            if row is None:  # also another tenant's code: its existence is not told
+                raise LinkCodeInvalid()
+            if row.used_at is not None:
+                raise LinkCodeUsed()
+            if _aware(row.expires_at) <= now:
+                raise LinkCodeExpired()
+            if row.user_key == user_key:
+                raise LinkCodeOwn()
+            claimed = await conn.execute(
+                update(link_codes)
+                .where(link_codes.c.code_hash == row.code_hash, link_codes.c.used_at.is_(None))
+                .values(used_at=now)
+            )
+            if claimed.rowcount != 1:
+                raise LinkCodeUsed()
+            return await _join(conn, tenant_id, row.user_key, user_key, now)
+
+    async def unlink(self, *, tenant_id: str, user_key: str) -> None:
+        """`user_key` is on its own again; NotLinked when it was not linked."""
+        async with self._db.write() as conn:
+            removed = await conn.execute(
+                delete(identity_links).where(
+                    identity_links.c.tenant_id == tenant_id,
+                    identity_links.c.user_key == user_key,
+                )
+            )
+            if removed.rowcount == 0:
+                raise NotLinked()
+
+    async def identities(self, *, tenant_id: str, person_id: str | None = None) -> list[Identity]:
+        """The tenant's linked identities (of one person, when named), a person's together."""
+        query = select(identity_links).where(identity_links.c.tenant_id == tenant_id)
+        if person_id is not None:
+            query = query.where(identity_links.c.person_id == person_id)
+        async with self._db.read() as conn:
+            rows = await conn.execute(
+                query.order_by(identity_links.c.person_id, identity_links.c.linked_at)
+            )
+            return [Identity(r.user_key, r.person_id, _aware(r.linked_at)) for r in rows]
+
+
+async def _join(
+    conn: AsyncConnection, tenant_id: str, issuer: str, redeemer: str, now: datetime
+) -> Link:
+    """Make `issuer` and `redeemer` one person: the issuer's when it has one, else the
+    redeemer's, else a new one. Two people become one (the redeemer's joins the issuer's)."""
+    mine = identity_links.c.tenant_id == tenant_id
+    rows = await conn.execute(
+        select(identity_links.c.user_key, identity_links.c.person_id).where(
+            mine, identity_links.c.user_key.in_([issuer, redeemer])
+        )
+    )
+    people = {row.user_key: row.person_id for row in rows}
+    person = people.get(issuer) or people.get(redeemer) or secrets.token_hex(8)
+    joined: list[str] = []
+    for key in (issuer, redeemer):
+        if key not in people:
+            await conn.execute(
+                identity_links.insert().values(
+                    tenant_id=tenant_id, user_key=key, person_id=person, linked_at=now
+                )
+            )
+            joined.append(key)
+        elif people[key] != person:  # the redeemer's person: every identity of it moves
+            await conn.execute(
+                update(identity_links)
+                .where(mine, identity_links.c.person_id == people[key])
+                .values(person_id=person)
+            )
+            joined.append(person_scope(people[key]))
+    return Link(person, joined)
