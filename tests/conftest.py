@@ -215,11 +215,11 @@ def small_disk(tmp_path: Path) -> Iterator[Path]:
 def fill(disk: Path) -> Path:
     """Write until the disk has no byte left; the file to delete to free it."""
     filler = disk / "filler"
-    with filler.open("wb") as out:
+    # Unbuffered: a buffered file keeps what the full disk refused and fails again on close.
+    with filler.open("wb", buffering=0) as out:
         try:
             while True:
                 out.write(b"\0" * 65536)
-                out.flush()
         except OSError:
             pass
     return filler
