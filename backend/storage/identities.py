@@ -183,7 +183,11 @@ class IdentityRepository:
             query = query.where(identity_links.c.person_id == person_id)
         async with self._db.read() as conn:
             rows = await conn.execute(
-                query.order_by(identity_links.c.person_id, identity_links.c.linked_at)
+                query.order_by(
+                    identity_links.c.person_id,
+                    identity_links.c.linked_at,
+                    identity_links.c.user_key,
+                )
             )
             return [Identity(r.user_key, r.person_id, _aware(r.linked_at)) for r in rows]
 

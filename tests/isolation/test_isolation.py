@@ -57,6 +57,7 @@ class IdProbe:
 
     kind: str  # session | memory_entry | tenant | api_key | turn
     body: dict[str, Any] | None = None
+    params: dict[str, str] | None = None
 
 
 ID_PROBES: dict[tuple[str, str], IdProbe] = {
@@ -82,6 +83,10 @@ ID_PROBES: dict[tuple[str, str], IdProbe] = {
         "tenant", {"scope": "admin", "label": "taken over"}
     ),
     ("GET", "/api/admin/tenants/{tenant_id}/keys"): IdProbe("tenant"),
+    ("GET", "/api/admin/tenants/{tenant_id}/links"): IdProbe("tenant"),
+    ("DELETE", "/api/admin/tenants/{tenant_id}/links"): IdProbe(
+        "tenant", params={"user": "someone"}
+    ),
     ("DELETE", "/api/admin/keys/{key_id}"): IdProbe("api_key"),
     # Webhooks carry no API key; two tenants' bots are probed in test_channel_isolation.py.
     ("POST", "/channels/{tenant_id}/{bot_name}"): IdProbe(
@@ -100,10 +105,15 @@ LIST_PROBES: dict[str, Callable[[str], list[dict[str, str]]]] = {
     "/api/admin/usage": lambda _: [{}],
     "/metrics": lambda _: [{}],
     "/v1/models": lambda _: [{}],
+    "/api/people/links": lambda victim: [{"user": f"{victim}-user"}],
 }
 
-# Writes without an id in the path, each probed by `probe_writes`.
+# Writes without an id in the path, each probed by `probe_writes` (the people routes, with
+# their codes, by test_link_isolation.py).
 WRITE_PROBES = {
+    ("POST", "/api/people/link-codes"),
+    ("POST", "/api/people/links"),
+    ("DELETE", "/api/people/links"),
     ("POST", "/api/chat/sessions"),
     ("POST", "/api/chat/send"),
     ("PUT", "/api/memory"),
@@ -155,7 +165,9 @@ async def probe_ids(
             unknown = set()
             for fake_id in random_ids(probe.kind):
                 url = PATH_PARAMETER.sub(fake_id, path)
-                response = await audit.request(method, url, headers, json=probe.body)
+                response = await audit.request(
+                    method, url, headers, json=probe.body, params=probe.params
+                )
                 unknown.add(answer(response, fake_id))
             if len(unknown) != 1 or next(iter(unknown))[0] not in (403, 404):
                 audit.leaks.append(f"{where}: unknown ids answer {sorted(unknown)}")
@@ -163,7 +175,9 @@ async def probe_ids(
             expected = next(iter(unknown))
             for victim_id in ids[probe.kind]:
                 url = PATH_PARAMETER.sub(victim_id, path)
-                response = await audit.request(method, url, headers, json=probe.body)
+                response = await audit.request(
+                    method, url, headers, json=probe.body, params=probe.params
+                )
                 if answer(response, victim_id) != expected:
                     audit.leaks.append(
                         f"{where} and {victim.id}'s {probe.kind} {victim_id}: "

@@ -1,0 +1,156 @@
+"""One person across channels: Ada links her Telegram account, her DingTalk account and the
+key her tenant's web app gives her, with one-time codes; a fact she tells on Telegram is in the
+prompt when she asks on DingTalk and on the web, and never in Bob's. The real
+python-telegram-bot and dingtalk-stream against the fake Bot API and the fake DingTalk
+gateway, one Tally serving both bots."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+
+from backend.app import create_app
+from backend.domain.messages import ToolCall
+from backend.providers.scripted import ScriptedProvider, ScriptedToolCalls
+from tests.channels.conftest import (
+    CLIENT_ID,
+    TOKEN,
+    Served,
+    ServedRobot,
+    bot_settings,
+    robot_settings,
+)
+from tests.conftest import make_settings, serve
+from tests.fakes.dingtalk_server import FakeDingTalkServer
+from tests.fakes.telegram_server import FakeTelegramServer
+from tests.prompt_text import prompt_text
+
+ADA_TELEGRAM = 42  # her user id, and her private chat with the bot
+BOB_TELEGRAM = 77
+ADA_WEB = "ada@example.com"  # the key the tenant's web app knows her by
+CODE = re.compile(r"[A-Z2-9]{4}-[A-Z2-9]{4}")
+
+
+@asynccontextmanager
+async def serving_both(
+    telegram: FakeTelegramServer,
+    dingtalk: FakeDingTalkServer,
+    tmp_path: Path,
+    database_url: str,
+    provider: ScriptedProvider,
+    *,
+    scope: str = "user",
+) -> AsyncIterator[tuple[Served, ServedRobot]]:
+    settings = make_settings(
+        database_url,
+        tmp_path,
+        channels={"tg": bot_settings(telegram), "dt": robot_settings(dingtalk)},
+        memory={"path": str(tmp_path / "MEMORY.md"), "scope": scope},
+    )
+    app = create_app(settings, provider=provider)
+    async with serve(app) as client:
+        await asyncio.to_thread(dingtalk.wait_connected, CLIENT_ID)
+        yield Served(app, client, telegram, provider), ServedRobot(app, client, dingtalk, provider)
+
+
+async def on_telegram(served: Served, text: str, *, user: int = ADA_TELEGRAM) -> str:
+    """`text` from `user` in their private chat; the bot's answer."""
+    before = len(served.telegram.sent(user, "sendMessage"))
+    message = served.telegram.user_message(text, chat_id=user, user_id=user, username=f"u{user}")
+    served.telegram.push_update(TOKEN, message)
+    return (await served.sent(before + 1, chat_id=user))[-1].text
+
+
+async def on_dingtalk(robot: ServedRobot, text: str, *, staff: str = "staff-ada") -> str:
+    """`text` from `staff` in their private conversation with the robot; its answer."""
+    before = len(robot.dingtalk.sent())  # one conversation at a time: each answer is the last
+    await robot.push(
+        robot.message(text, conversation_id=f"cid-{staff}", sender_staff_id=staff, sender_id=staff)
+    )
+    return (await robot.sent(before + 1))[-1].text
+
+
+def code_in(reply: str) -> str:
+    found = CODE.search(reply)
+    assert found is not None, reply
+    return found.group()
+
+
+async def test_a_fact_told_on_telegram_reaches_the_linked_person_on_dingtalk_and_the_web(
+    telegram: FakeTelegramServer, dingtalk: FakeDingTalkServer, tmp_path: Path, database_url: str
+) -> None:
+    remember = ToolCall(id="w", name="memory_write", arguments={"fact": "Ada is allergic to kiwi"})
+    provider = ScriptedProvider(replies=["ok"])
+    async with serving_both(telegram, dingtalk, tmp_path, database_url, provider) as (tg, dt):
+        # What DingTalk knew of Ada before she linked comes along.
+        before = await tg.client.post(
+            "/api/memory/entries",
+            params={"user": "dingtalk:staff-ada"},
+            json={"content": "Ada works nights"},
+        )
+        assert before.status_code == 201, before.text
+
+        asked = await on_telegram(tg, "/link")
+        linked = await on_dingtalk(dt, f"/link {code_in(asked).lower()}")  # typed any case
+        web_code = await tg.client.post("/api/people/link-codes", json={"user": ADA_WEB})
+        assert web_code.status_code == 201, web_code.text
+        linked_too = await on_telegram(tg, f"/link {web_code.json()['code']}")
+        person = await tg.client.get("/api/people/links", params={"user": ADA_WEB})
+
+        provider.push(ScriptedToolCalls([remember]), "Noted.")
+        await on_telegram(tg, "remember: I am allergic to kiwi")
+        await on_dingtalk(dt, "what fruit should I avoid?")
+        on_ding = prompt_text(provider.requests[-1])
+        web = await tg.client.post("/api/chat/send", json={"message": "any food?", "user": ADA_WEB})
+        on_web = prompt_text(provider.requests[-1])
+        await on_telegram(tg, "what fruit should I avoid?", user=BOB_TELEGRAM)
+        bobs = prompt_text(provider.requests[-1])
+        await on_dingtalk(dt, "and me?", staff="staff-bob")
+        bobs_ding = prompt_text(provider.requests[-1])
+
+    assert "share one memory" in linked and "share one memory" in linked_too
+    assert person.status_code == 200 and sorted(person.json()["identities"]) == sorted(
+        [ADA_WEB, "dingtalk:staff-ada", f"telegram:{ADA_TELEGRAM}"]
+    )
+    assert web.status_code == 200, web.text
+    for prompt in (on_ding, on_web):
+        assert "Ada is allergic to kiwi" in prompt and "Ada works nights" in prompt
+    for prompt in (bobs, bobs_ding):  # another person of the same tenant
+        assert "kiwi" not in prompt and "nights" not in prompt
+
+
+async def test_a_code_works_once_and_only_from_the_other_account(
+    telegram: FakeTelegramServer, dingtalk: FakeDingTalkServer, tmp_path: Path, database_url: str
+) -> None:
+    provider = ScriptedProvider(replies=["ok"])
+    async with serving_both(telegram, dingtalk, tmp_path, database_url, provider) as (tg, dt):
+        code = code_in(await on_telegram(tg, "/link"))
+        own = await on_telegram(tg, f"/link {code}")
+        first = await on_dingtalk(dt, f"/link {code}")
+        again = await on_dingtalk(dt, f"/link {code}", staff="staff-bob")
+        unknown = await on_dingtalk(dt, "/link AAAA-BBBB", staff="staff-bob")
+        unlinked = await on_dingtalk(dt, "/unlink")
+        not_linked = await on_dingtalk(dt, "/unlink")
+        links = await tg.client.get("/api/admin/tenants/default/links")
+    assert "from your other account" in own
+    assert "share one memory" in first
+    assert "used already" in again and "does not exist" in unknown
+    assert "Unlinked" in unlinked and "not linked" in not_linked
+    assert [i["user"] for i in links.json()["identities"]] == [f"telegram:{ADA_TELEGRAM}"]
+
+
+async def test_linking_is_refused_where_memory_is_the_tenants(
+    telegram: FakeTelegramServer, dingtalk: FakeDingTalkServer, tmp_path: Path, database_url: str
+) -> None:
+    provider = ScriptedProvider(replies=["ok"])
+    async with serving_both(
+        telegram, dingtalk, tmp_path, database_url, provider, scope="tenant"
+    ) as (tg, dt):
+        said = await on_telegram(tg, "/link")
+        said_too = await on_dingtalk(dt, "/link ABCD-EFGH")
+        api = await tg.client.post("/api/people/link-codes", json={"user": ADA_WEB})
+    assert "one memory for everyone" in said and "one memory for everyone" in said_too
+    assert api.status_code == 409 and api.json()["error"]["code"] == "memory_not_personal"
