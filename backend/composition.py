@@ -106,6 +106,7 @@ async def build_services(
             runtimes=runtimes,
             memory_health=factory.memory_health,
             linking=Linking(IdentityRepository(database), factory.store, runtimes, clock=clock),
+            proposals=factory.proposals,
             turns=turns,
             chat=ChatService(
                 sessions=factory.sessions,
@@ -126,6 +127,8 @@ async def build_services(
         await runtimes.connect_tools(with_servers)  # their tools known before the first turn
         if database.is_sqlite:  # one process per database: leases left are a crash's
             await factory.jobs.release_leases()
+        if written := await factory.proposals.finish_approved():
+            log.info("start-up: wrote %d approved memory lines a crash left unwritten", written)
         resumer = SummaryResumer(factory.jobs, runtimes)
         await resumer.resume()
         await coordinator.open(turns.running.cancel, turns.running.decide)

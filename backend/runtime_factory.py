@@ -27,6 +27,7 @@ from backend.memory.base import MemoryStore
 from backend.memory.database_store import DatabaseMemoryStore
 from backend.memory.file_store import FileMemoryStore
 from backend.memory.linked_scopes import PersonalMemory
+from backend.memory.proposals import Confirmation, MemoryProposals
 from backend.model_choice import DEMO_MODEL, ModelChoice, choose_model, demo_settings
 from backend.providers.base import ChatProvider
 from backend.providers.demo import DemoProvider
@@ -37,6 +38,7 @@ from backend.storage.database import Database
 from backend.storage.identities import IdentityRepository
 from backend.storage.messages import MessageRepository
 from backend.storage.overflow_jobs import OverflowJobRepository
+from backend.storage.pending_memory import PendingMemoryRepository
 from backend.storage.sessions import SessionRepository
 from backend.tools.base import Tool
 from backend.tools.mcp_tools import McpServers
@@ -83,6 +85,7 @@ class RuntimeFactory:
     sessions: SessionRepository
     messages: MessageRepository
     jobs: OverflowJobRepository
+    proposals: MemoryProposals  # confirm before remember
     extra_tools: tuple[Tool, ...]
     provider: ChatProvider | None
     summarizer_provider: ChatProvider | None
@@ -103,12 +106,19 @@ class RuntimeFactory:
         outcomes: ProviderOutcomes | None = None,
         clock: Callable[[], datetime] = utc_now,
     ) -> RuntimeFactory:
+        store = build_memory_store(settings, database)
         return cls(
             prompts=PromptRenderer(settings.prompts_dir),
-            store=build_memory_store(settings, database),
+            store=store,
             sessions=SessionRepository(database),
             messages=MessageRepository(database),
             jobs=OverflowJobRepository(database),
+            proposals=MemoryProposals(
+                PendingMemoryRepository(database),
+                store,
+                IdentityRepository(database),
+                clock=clock,
+            ),
             extra_tools=extra_tools,
             provider=provider,
             summarizer_provider=summarizer_provider,
@@ -183,8 +193,16 @@ class RuntimeFactory:
             tenant_id=tenant_id,
             memory=self.store,
             mcp=self.mcp,
+            confirmation=self._confirmation(settings),
             extra_tools=self.extra_tools,
         )
+
+    def _confirmation(self, settings: Settings) -> Confirmation | None:
+        """Where a tenant's lines about a person go first, when it confirms before remembering."""
+        memory = settings.memory
+        if not (memory.confirm_writes and memory.scope == "user"):
+            return None
+        return Confirmation(self.proposals, memory.confirm_expire_s)
 
     def _builder(
         self,
@@ -247,4 +265,5 @@ class RuntimeFactory:
             policy=policy,
             failpoints=Failpoints.from_environment(),
             health=self.memory_health,
+            confirmation=self._confirmation(settings),
         )

@@ -161,6 +161,10 @@ class MemorySettings(Strict):
     # A range larger than this is summarized in parts; a message larger is cut in the prompt.
     summarizer_input_tokens: int = Field(8_000, ge=500)
     auto_summarize: AutoSummarizeSettings = AutoSummarizeSettings()
+    # With `scope: user`, lines to remember about a person are proposed to them first and
+    # written once confirmed; one unanswered for `confirm_expire_s` is dropped.
+    confirm_writes: bool = False
+    confirm_expire_s: float = Field(86_400.0, gt=0)
 
 
 class CompactionSettings(Strict):

@@ -102,6 +102,8 @@ async def health(
             for c in services.mcp.connections()
             if _may_see_tenant(caller, c.tenant_id)
         ],
+        memory_scope=runtime.settings.memory.scope,
+        confirm_writes=runtime.settings.memory.confirm_writes,
         memory="degraded" if memory_problems else "ok",
         memory_problem=_count(memory_problems) if memory_problems else None,
         memory_problems=[p for p in memory_problems if _may_see_tenant(caller, p.tenant_id)],

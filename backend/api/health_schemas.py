@@ -81,6 +81,12 @@ class HealthPublic(BaseModel):
     mcp_servers: list[McpServerHealthPublic] = Field(
         default_factory=list, description="the MCP servers an administrator's key may see"
     )
+    memory_scope: Literal["tenant", "user"] = Field(
+        "tenant", description="the caller's tenant: one memory, or one per end user (person)"
+    )
+    confirm_writes: bool = Field(
+        False, description="lines about a person wait for their confirmation before memory"
+    )
     memory: Literal["ok", "degraded"] = Field(
         "ok",
         description="degraded while some session's summaries keep failing or a memory "

@@ -116,6 +116,7 @@ async def run_bots(services: Services) -> AsyncIterator[BotRunner]:
             runtimes=services.runtimes,
             updates=updates,
             linking=services.linking,
+            proposals=services.proposals,
             failpoints=Failpoints.from_environment(),
             database=services.database,
             update_lease_s=services.settings.coordination.lease_s,

@@ -1,9 +1,10 @@
 """The commands a chat user sends a bot (`/new`, `/stop`, `/summary`, `/memory`, `/forget`,
-`/link`, `/unlink`), the same on every platform: each reads or changes this chat's session and
-memory, and says what it did. A platform renders the reply (and `/forget`'s choices, as buttons
-or a numbered list answered with `/forget <n>`); a tool call waiting for approval is a question
-with Approve and Deny buttons. Also what a platform's message asks of a bot: a command, a
-turn, or nothing, and who may ask (`allow_from`)."""
+`/link`, `/unlink`, `/remember`, `/discard`), the same on every platform: each reads or changes
+this chat's session and memory, and says what it did. A platform renders the reply (and
+`/forget`'s choices, as buttons or a numbered list answered with `/forget <n>`); a tool call
+waiting for approval, and a line proposed to remember, is a question with buttons. Also what a
+platform's message asks of a bot: a command, a turn, or nothing, and who may ask
+(`allow_from`)."""
 
 from __future__ import annotations
 
@@ -19,11 +20,19 @@ from backend.errors import TallyError
 from backend.memory.base import MemoryEntryNotFound
 from backend.memory.entries import MemoryEntry
 from backend.storage.identities import NotLinked
+from backend.storage.pending_memory import (
+    Proposal,
+    ProposalDecided,
+    ProposalExpired,
+    ProposalNotFound,
+)
 
 FORGET_CHOICES = 10
 FORGET_PREFIX = "forget:"
 APPROVE_PREFIX = "approve:"
 DENY_PREFIX = "deny:"
+REMEMBER_PREFIX = "remember:"
+DISCARD_PREFIX = "discard:"
 ARGUMENT_SHOWN = 200  # characters of each argument of a call in an approval question
 FORGOTTEN = "Forgotten."
 LINK_CODE = (
@@ -61,7 +70,7 @@ DESCRIPTIONS = {
 
 @dataclass(frozen=True, slots=True)
 class Command:
-    name: str  # new, stop, summary, memory, forget, link, unlink; any other word: the help
+    name: str  # new, stop, summary, memory, forget, link, unlink, remember, discard; or: help
     argument: str = ""
 
 
@@ -114,6 +123,9 @@ class Commands:
             return await self._forget_numbered(command.argument, chat)
         if command.name in ("link", "unlink"):
             return CommandReply(await self._link(command, chat))
+        if command.name in ("remember", "discard") and command.argument:
+            approve = command.name == "remember"
+            return CommandReply(await self._answer_proposal(command.argument, approve, chat))
         handler = {
             "new": self._new,
             "stop": self._stop,
@@ -129,9 +141,33 @@ class Commands:
         """A choice pressed: `/forget`'s entry to remove, or a decision on a tool call."""
         if data.startswith(FORGET_PREFIX):
             return await self._delete(data[len(FORGET_PREFIX) :], chat)
+        if data.startswith((REMEMBER_PREFIX, DISCARD_PREFIX)):
+            verb, _, proposal_id = data.partition(":")
+            return await self._answer_proposal(proposal_id, verb + ":" == REMEMBER_PREFIX, chat)
         if answers_a_question(data):
             return await self._decide(data, chat)
         return "That button is no longer in use."
+
+    async def _answer_proposal(self, proposal_id: str, approve: bool, chat: ChatRef) -> str:
+        """A line proposed to remember, kept or dropped by the person it is about."""
+        if chat.user_key is None:
+            return "That is answered in a private chat with me."
+        try:
+            await self._services.proposals.decide(
+                tenant_id=chat.tenant_id,
+                proposal_id=proposal_id,
+                approve=approve,
+                user_key=chat.user_key,
+            )
+        except ProposalNotFound:
+            return "That is not waiting for your answer."
+        except ProposalDecided:
+            return "That was answered already."
+        except ProposalExpired:
+            return "Too late: it went unanswered, so I did not keep it."
+        except TallyError as exc:  # memory cannot be written now: the question stays open
+            return f"That could not be kept just now ({exc.code}); answer again in a moment."
+        return "Remembered." if approve else "Discarded: I will not remember that."
 
     async def _decide(self, data: str, chat: ChatRef) -> str:
         verb, turn_id, call_ref = [*data.split(":", 2), "", ""][:3]
@@ -223,10 +259,19 @@ class Commands:
 
     async def _memory(self, chat: ChatRef) -> CommandReply:
         entries = await self._recent(chat, limit=20)
-        if not entries:
-            return CommandReply("I remember nothing yet.")
-        lines = [f"• {entry.content} ({entry.date.isoformat()})" for entry in entries]
-        return CommandReply("What I remember:\n\n" + "\n".join(lines))
+        waiting = []
+        if chat.user_key is not None:
+            waiting = await self._services.proposals.pending(
+                tenant_id=chat.tenant_id, user_key=chat.user_key
+            )
+        parts = []
+        if entries:
+            lines = [f"• {entry.content} ({entry.date.isoformat()})" for entry in entries]
+            parts.append("What I remember:\n\n" + "\n".join(lines))
+        if waiting:
+            lines = [f"• {p.content} (/remember {p.id} or /discard {p.id})" for p in waiting]
+            parts.append("Waiting for your answer:\n\n" + "\n".join(lines))
+        return CommandReply("\n\n".join(parts) or "I remember nothing yet.")
 
     async def _forget(self, chat: ChatRef) -> CommandReply:
         entries = await self._recent(chat, limit=FORGET_CHOICES)
@@ -253,9 +298,29 @@ def _short(text: str, limit: int = 48) -> str:
 
 
 def answers_a_question(data: str) -> bool:
-    """Whether a press answers an approval question: the answer is then shown under the
-    question, so what was approved stays in the chat."""
-    return data.startswith((APPROVE_PREFIX, DENY_PREFIX))
+    """Whether a press answers a question (a tool call's approval, a line to remember): the
+    answer is then shown under the question, so what was decided stays in the chat."""
+    return data.startswith((APPROVE_PREFIX, DENY_PREFIX, REMEMBER_PREFIX, DISCARD_PREFIX))
+
+
+def remember_question(proposal: Proposal, *, has_buttons: bool) -> CommandReply:
+    """What a chat shows for a line proposed to remember about its person: Remember and
+    Discard buttons, or where a platform has none, the commands that answer."""
+    hours = max(1, round((proposal.expires_at - proposal.created_at).total_seconds() / 3600))
+    lines = [
+        "Should I remember this about you?",
+        f"“{proposal.content}”",
+        f"Unanswered, it is dropped in {hours} h.",
+    ]
+    if not has_buttons:
+        lines.append(f"Send /remember {proposal.id} to keep it, or /discard {proposal.id}.")
+    return CommandReply(
+        "\n".join(lines),
+        [
+            Choice("Remember", REMEMBER_PREFIX + proposal.id),
+            Choice("Discard", DISCARD_PREFIX + proposal.id),
+        ],
+    )
 
 
 def approval_question(turn_id: str, asked: ToolApprovalRequested) -> CommandReply:

@@ -10,6 +10,7 @@ from backend.chat.linking import Linking
 from backend.chat.runtime import RuntimeRegistry
 from backend.chat.service import ChatService
 from backend.memory.base import MemoryStore
+from backend.memory.proposals import MemoryProposals
 from backend.storage.channel_updates import ChannelUpdateRepository
 from backend.storage.database import Database
 from backend.storage.sessions import SessionRepository
@@ -23,6 +24,7 @@ class ChannelServices:
     runtimes: RuntimeRegistry
     updates: ChannelUpdateRepository
     linking: Linking
+    proposals: MemoryProposals
     failpoints: Failpoints = field(default_factory=Failpoints)  # crash tests only
     database: Database | None = None  # None: one process (tests of one bot): always the leader
     update_lease_s: float = 30.0  # how long a dead process's update waits to be taken over

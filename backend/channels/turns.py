@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from contextlib import AbstractAsyncContextManager
 from typing import Generic, Protocol, TypeVar
 
-from backend.channels.commands import CommandReply, approval_question
+from backend.channels.commands import CommandReply, approval_question, remember_question
 from backend.channels.context import ChannelServices
 from backend.chat.turn_handle import TurnHandle
 from backend.domain.events import ToolApprovalRequested, TurnCompleted, TurnFailed
@@ -87,6 +87,21 @@ class ChannelTurns:
             )
             self._services.failpoints.hit(f"{self._kind}.chunk_sent")
         CHANNEL_EVENTS.labels(inbound.tenant_id, self._bot, "reply").inc()
+        await self._ask_to_remember(inbound, replies)
+
+    async def _ask_to_remember(self, inbound: InboundMessage, replies: Replies[Chunk]) -> None:
+        """Lines proposed about the person since they were last asked, each asked once (a
+        summary's line is proposed after the reply that overflowed the window: it is asked
+        after the next one, or seen with /memory)."""
+        if inbound.user_key is None:
+            return
+        runtime = await self._services.runtimes.get(inbound.tenant_id)
+        if not runtime.settings.memory.confirm_writes:
+            return
+        for proposal in await self._services.proposals.to_ask(
+            tenant_id=inbound.tenant_id, user_key=inbound.user_key
+        ):
+            await replies.ask(remember_question(proposal, has_buttons=inbound.can_approve))
 
     async def _until_the_end(
         self, handle: TurnHandle, replies: Replies[Chunk]

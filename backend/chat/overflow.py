@@ -27,6 +27,7 @@ from backend.domain.messages import Session, StoredMessage
 from backend.errors import SessionNotFound, TallyError
 from backend.memory.base import MemoryEntryNotFound, MemoryStore, MemoryUnavailable
 from backend.memory.entries import MemoryEntry, NewEntry, Provenance
+from backend.memory.proposals import Confirmation
 from backend.metrics import SUMMARIZER_RUNS, TOKENS
 from backend.storage.faults import as_storage_fault
 from backend.storage.messages import MessageRepository
@@ -48,6 +49,7 @@ class OverflowWorker:
         policy: OverflowPolicy,
         failpoints: Failpoints,
         health: MemoryHealth | None = None,
+        confirmation: Confirmation | None = None,
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
     ) -> None:
         self._jobs = jobs
@@ -57,6 +59,7 @@ class OverflowWorker:
         self._policy = policy
         self._failpoints = failpoints
         self._health = health or MemoryHealth()
+        self._confirmation = confirmation  # a person's lines proposed to them, not written
         self._sleep = sleep
         self._drains: dict[tuple[str, str], asyncio.Task[None]] = {}
         self._busy: set[tuple[str, str]] = set()  # drains inside a job's steps
@@ -335,15 +338,24 @@ class OverflowWorker:
     async def _write_memory(self, job: OverflowJob) -> str | None:
         if not job.memory_line:
             return None  # "nothing to record": the range leaves with no memory line
+        line = NewEntry(  # dated by the store: today in UTC, as every memory line
+            source=memory_source(job, is_raw=self._is_spent(job)),
+            content=job.memory_line,
+            provenance=Provenance(job.session_id, job.memory_from_id, job.last_message_id),
+            supersedes=job.memory_supersedes,
+        )
+        if self._confirmation is not None and job.scope_key:
+            # The range is distilled once either way: the job ends here, its line waits for
+            # the person's answer (proposed once per range, also when this step is retried).
+            await self._confirmation.propose(
+                tenant_id=job.tenant_id,
+                user_key=job.scope_key,
+                session_id=job.session_id,
+                entry=line,
+            )
+            return None
         entry = await self._memory.append_once(
-            tenant_id=job.tenant_id,
-            scope_key=job.scope_key,
-            entry=NewEntry(  # dated by the store: today in UTC, as every memory line
-                source=memory_source(job, is_raw=self._is_spent(job)),
-                content=job.memory_line,
-                provenance=Provenance(job.session_id, job.memory_from_id, job.last_message_id),
-                supersedes=job.memory_supersedes,
-            ),
+            tenant_id=job.tenant_id, scope_key=job.scope_key, entry=line
         )
         return entry.id
 

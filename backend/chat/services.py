@@ -12,6 +12,7 @@ from backend.chat.service import ChatService
 from backend.chat.turn import TurnRunner
 from backend.coordination.base import Coordinator
 from backend.memory.base import MemoryStore
+from backend.memory.proposals import MemoryProposals
 from backend.providers.outcomes import ProviderOutcomes
 from backend.settings import Settings
 from backend.storage.database import Database
@@ -44,5 +45,6 @@ class Services:
     coordinator: Coordinator
     memory_health: MemoryHealth
     linking: Linking  # one person across channels
+    proposals: MemoryProposals  # lines waiting for a person's confirmation
     provider_outcomes: ProviderOutcomes = field(default_factory=ProviderOutcomes)
     mcp: McpServers = field(default_factory=McpServers)  # every tenant's MCP connections

@@ -230,3 +230,30 @@ link_codes = Table(
     Column("expires_at", Timestamp, nullable=False),
     Column("used_at", Timestamp),
 )
+
+# Memory lines proposed to a person (`memory.confirm_writes`): written into memory only once
+# the person approves. A summarizer's proposal carries its range, once per range.
+pending_memory = Table(
+    "pending_memory",
+    metadata,
+    Column("id", Id, primary_key=True, autoincrement=True),
+    Column("tenant_id", String(64), nullable=False),
+    Column("user_key", String(200), nullable=False),  # the identity it was said by
+    Column("session_id", String(36), nullable=False),
+    Column("source", String(200), nullable=False),  # the kind: auto-overflow, telegram:..., ...
+    Column("content", Text, nullable=False),
+    Column("first_message_id", BigInteger),  # with the last: a summarizer's range
+    Column("last_message_id", BigInteger),
+    # pending -> approved (-> written) | discarded | expired
+    Column("status", String(16), nullable=False),
+    Column("created_at", Timestamp, nullable=False),
+    Column("expires_at", Timestamp, nullable=False),
+    Column("decided_at", Timestamp),
+    Column("written_at", Timestamp),  # into memory, after the approval
+    Column("announced_at", Timestamp),  # asked in the person's chat
+    UniqueConstraint(
+        "tenant_id", "session_id", "first_message_id", "last_message_id", name="uq_pending_range"
+    ),
+    Index("ix_pending_memory_user", "tenant_id", "user_key", "status"),
+    sqlite_autoincrement=True,
+)

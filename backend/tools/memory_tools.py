@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from backend.memory.base import MemoryStore
 from backend.memory.entries import NewEntry, format_line
+from backend.memory.proposals import Confirmation
 from backend.tools.base import ToolContext, ToolFailed
 
 MAX_FACT_CHARS = 500
@@ -63,9 +64,12 @@ class MemoryWriteTool:
         "additionalProperties": False,
     }
 
-    def __init__(self, store: MemoryStore, *, scope_by_user: bool) -> None:
+    def __init__(
+        self, store: MemoryStore, *, scope_by_user: bool, confirmation: Confirmation | None = None
+    ) -> None:
         self._store = store
         self._scope_by_user = scope_by_user
+        self._confirmation = confirmation
 
     async def run(self, arguments: dict[str, object], context: ToolContext) -> str:
         fact = " ".join(str(arguments.get("fact") or "").split())
@@ -73,9 +77,17 @@ class MemoryWriteTool:
             raise ToolFailed("fact must not be empty")
         if len(fact) > MAX_FACT_CHARS:
             raise ToolFailed(f"a fact is at most {MAX_FACT_CHARS} characters")
+        new = NewEntry(source=context.chat or "memory_write", content=fact)
+        scope_key = _scope_key(context, scope_by_user=self._scope_by_user)
+        if self._confirmation is not None and scope_key:  # a line about a person: theirs to allow
+            await self._confirmation.propose(
+                tenant_id=context.tenant_id,
+                user_key=scope_key,
+                session_id=context.session_id,
+                entry=new,
+            )
+            return f"proposed to the user, kept once they confirm it: {fact}"
         (entry,) = await self._store.append(
-            tenant_id=context.tenant_id,
-            scope_key=_scope_key(context, scope_by_user=self._scope_by_user),
-            entries=[NewEntry(source=context.chat or "memory_write", content=fact)],
+            tenant_id=context.tenant_id, scope_key=scope_key, entries=[new]
         )
         return f"remembered: {entry.line}"

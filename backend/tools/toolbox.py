@@ -7,6 +7,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from backend.memory.base import MemoryStore
+from backend.memory.proposals import Confirmation
 from backend.settings import Settings
 from backend.tools.base import Tool
 from backend.tools.mcp_tools import McpServers
@@ -21,8 +22,10 @@ def tool_registry(
     tenant_id: str,
     memory: MemoryStore,
     mcp: McpServers,
+    confirmation: Confirmation | None = None,
     extra_tools: Iterable[Tool] = (),
 ) -> ToolRegistry:
+    """`confirmation`: where `memory_write` proposes a person's lines instead of writing them."""
     tools = settings.tools
     scope_by_user = settings.memory.scope == "user"
     servers = tools.mcp_servers
@@ -30,7 +33,7 @@ def tool_registry(
         tools.enabled,
         available=[
             MemorySearchTool(memory, scope_by_user=scope_by_user),
-            MemoryWriteTool(memory, scope_by_user=scope_by_user),
+            MemoryWriteTool(memory, scope_by_user=scope_by_user, confirmation=confirmation),
             *extra_tools,
         ],
         timeout_s=tools.timeout_s,

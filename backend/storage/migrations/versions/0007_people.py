@@ -1,0 +1,76 @@
+"""One person across channels: `identity_links` (an identity on a channel -> the person it
+belongs to), `link_codes` (the one-time codes that link two identities) and `pending_memory`
+(lines proposed to a person, written once confirmed).
+
+Revision ID: 0007
+Revises: 0006
+Create Date: 2026-12-03 12:00:00
+"""
+
+from __future__ import annotations
+
+import sqlalchemy as sa
+from alembic import op
+
+revision = "0007"
+down_revision = "0006"
+branch_labels = None
+depends_on = None
+
+
+def upgrade() -> None:
+    op.create_table(
+        "identity_links",
+        sa.Column("tenant_id", sa.String(64), primary_key=True),
+        sa.Column("user_key", sa.String(200), primary_key=True),
+        sa.Column("person_id", sa.String(32), nullable=False),
+        sa.Column("linked_at", sa.DateTime(timezone=True), nullable=False),
+    )
+    op.create_index("ix_identity_links_person", "identity_links", ["tenant_id", "person_id"])
+    op.create_table(
+        "link_codes",
+        sa.Column("code_hash", sa.String(64), primary_key=True),
+        sa.Column("tenant_id", sa.String(64), nullable=False),
+        sa.Column("user_key", sa.String(200), nullable=False),
+        sa.Column("created_at", sa.DateTime(timezone=True), nullable=False),
+        sa.Column("expires_at", sa.DateTime(timezone=True), nullable=False),
+        sa.Column("used_at", sa.DateTime(timezone=True)),
+    )
+    op.create_table(
+        "pending_memory",
+        sa.Column("id", _id(), primary_key=True, autoincrement=True),
+        sa.Column("tenant_id", sa.String(64), nullable=False),
+        sa.Column("user_key", sa.String(200), nullable=False),
+        sa.Column("session_id", sa.String(36), nullable=False),
+        sa.Column("source", sa.String(200), nullable=False),
+        sa.Column("content", sa.Text(), nullable=False),
+        sa.Column("first_message_id", sa.BigInteger()),
+        sa.Column("last_message_id", sa.BigInteger()),
+        sa.Column("status", sa.String(16), nullable=False),
+        sa.Column("created_at", sa.DateTime(timezone=True), nullable=False),
+        sa.Column("expires_at", sa.DateTime(timezone=True), nullable=False),
+        sa.Column("decided_at", sa.DateTime(timezone=True)),
+        sa.Column("written_at", sa.DateTime(timezone=True)),
+        sa.Column("announced_at", sa.DateTime(timezone=True)),
+        sa.UniqueConstraint(
+            "tenant_id",
+            "session_id",
+            "first_message_id",
+            "last_message_id",
+            name="uq_pending_range",
+        ),
+        sqlite_autoincrement=True,
+    )
+    op.create_index("ix_pending_memory_user", "pending_memory", ["tenant_id", "user_key", "status"])
+
+
+def _id() -> sa.types.TypeEngine[int]:
+    return sa.BigInteger().with_variant(sa.Integer(), "sqlite")
+
+
+def downgrade() -> None:
+    op.drop_index("ix_pending_memory_user", table_name="pending_memory")
+    op.drop_table("pending_memory")
+    op.drop_table("link_codes")
+    op.drop_index("ix_identity_links_person", table_name="identity_links")
+    op.drop_table("identity_links")
