@@ -43,12 +43,14 @@ async def serving_both(
     provider: ScriptedProvider,
     *,
     scope: str = "user",
+    memory: dict[str, object] | None = None,
 ) -> AsyncIterator[tuple[Served, ServedRobot]]:
+    """Tally serving Telegram bot `tg` and DingTalk robot `dt` (connected) for one tenant."""
     settings = make_settings(
         database_url,
         tmp_path,
         channels={"tg": bot_settings(telegram), "dt": robot_settings(dingtalk)},
-        memory={"path": str(tmp_path / "MEMORY.md"), "scope": scope},
+        memory={"path": str(tmp_path / "MEMORY.md"), "scope": scope, **(memory or {})},
     )
     app = create_app(settings, provider=provider)
     async with serve(app) as client:

@@ -254,6 +254,7 @@ def owned_ids(state: dict[str, Any], tenant: Tenant) -> dict[str, list[str]]:
             for message in read["messages"]
         ],
         "api_key": [k["id"] for k in state["keys"][1]["keys"]],
+        "proposal": [],  # none where memory is the tenant's: test_link_isolation.py has some
     }
 
 

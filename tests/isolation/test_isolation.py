@@ -55,7 +55,7 @@ HTTP_METHODS = {"GET", "PUT", "POST", "DELETE", "PATCH", "OPTIONS", "HEAD", "TRA
 class IdProbe:
     """A route taking an id of `kind`, called with another tenant's id and with random ids."""
 
-    kind: str  # session | memory_entry | tenant | api_key | turn
+    kind: str  # session | memory_entry | tenant | api_key | turn | proposal
     body: dict[str, Any] | None = None
     params: dict[str, str] | None = None
 
@@ -75,6 +75,9 @@ ID_PROBES: dict[tuple[str, str], IdProbe] = {
         "turn", {"tool_call_id": "call_1", "approved": True}
     ),
     ("DELETE", "/api/memory/entries/{entry_id}"): IdProbe("memory_entry"),
+    ("POST", "/api/memory/proposals/{proposal_id}/decision"): IdProbe(
+        "proposal", {"approved": True}
+    ),
     ("POST", "/api/memory/entries/{entry_id}/revert"): IdProbe("memory_entry"),
     ("PATCH", "/api/admin/tenants/{tenant_id}"): IdProbe(
         "tenant", {"name": "taken over", "disabled": True}
@@ -106,6 +109,7 @@ LIST_PROBES: dict[str, Callable[[str], list[dict[str, str]]]] = {
     "/metrics": lambda _: [{}],
     "/v1/models": lambda _: [{}],
     "/api/people/links": lambda victim: [{"user": f"{victim}-user"}],
+    "/api/memory/proposals": lambda victim: [{"user": f"{victim}-user"}],
 }
 
 # Writes without an id in the path, each probed by `probe_writes` (the people routes, with
@@ -142,6 +146,7 @@ def random_ids(kind: str) -> list[str]:
         "tenant": [f"tenant-{secrets.token_hex(4)}"],
         "api_key": [f"key_{secrets.token_hex(8)}"],
         "turn": [f"turn_{secrets.token_hex(8)}"],
+        "proposal": [str(10**9 + secrets.randbelow(10**9))],
     }[kind]
 
 

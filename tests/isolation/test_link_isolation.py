@@ -1,8 +1,9 @@
-"""Linking never crosses tenants: acme and globex, in keys mode with `memory.scope: user`,
-each link two identities of an end user with the same name. globex redeeming acme's code is
-refused exactly like a code that does not exist; globex's reads, lists and removals of links
-(with its chat key and its admin key) never show or change acme's; and acme's person keeps its
-memory whatever globex did."""
+"""Linking and confirmation never cross tenants: acme and globex, in keys mode with
+`memory.scope: user`, each link two identities of an end user with the same name. globex
+redeeming acme's code is refused exactly like a code that does not exist; globex's reads, lists
+and removals of links (with its chat key and its admin key) never show or change acme's; acme's
+person keeps its memory whatever globex did; and acme's proposed memory lines are neither seen
+nor answered by globex."""
 
 from __future__ import annotations
 
@@ -12,7 +13,8 @@ import httpx
 import pytest
 
 from backend.app import create_app
-from backend.providers.scripted import ScriptedProvider
+from backend.domain.messages import ToolCall
+from backend.providers.scripted import ScriptedProvider, ScriptedToolCalls
 from tests.api.test_auth import ADMIN_KEY
 from tests.conftest import serve
 from tests.isolation.conftest import OPERATOR, Tenant, isolation_settings, open_tenant
@@ -91,3 +93,51 @@ async def test_no_tenant_redeems_reads_or_removes_another_tenants_links(
     assert before_users == ["ada", "ada-web"] and after_users == ["ada", "ada-web", "x", "y"]
     assert "acme-ada-secret" in acme_memory.text and "globex" not in acme_memory.text
     assert "acme" not in globex_memory.text
+
+
+async def test_no_tenant_sees_or_answers_another_tenants_proposed_lines(
+    database_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("TALLY_ADMIN_KEY", ADMIN_KEY)
+    settings = isolation_settings(database_url, tmp_path, scope="user", confirm_writes=True)
+    provider = ScriptedProvider(replies=["ok"])
+    app = create_app(settings, provider=provider)
+    async with serve(app) as client:
+        acme, globex = [await open_tenant(client, name) for name in ("acme", "globex")]
+        write = ToolCall(id="w", name="memory_write", arguments={"fact": "acme-ada-secret"})
+        provider.push(ScriptedToolCalls([write]), "Shall I?")
+        sent = await client.post(
+            "/api/chat/send", headers=acme.chat, json={"message": "remember", "user": "ada"}
+        )
+        assert sent.status_code == 200, sent.text
+        listed = await client.get(
+            "/api/memory/proposals", headers=acme.chat, params={"user": "ada"}
+        )
+        (proposal,) = listed.json()["proposals"]
+        answers = []
+        for headers in (globex.chat, globex.admin):
+            seen = await client.get(
+                "/api/memory/proposals", headers=headers, params={"user": "ada"}
+            )
+            decision = {"approved": True}
+            theirs = await client.post(
+                f"/api/memory/proposals/{proposal['id']}/decision", headers=headers, json=decision
+            )
+            unknown = await client.post(
+                "/api/memory/proposals/987654321/decision", headers=headers, json=decision
+            )
+            answers.append(
+                (
+                    seen.json(),
+                    theirs.text.replace(proposal["id"], "<id>"),
+                    unknown.text.replace("987654321", "<id>"),
+                )
+            )
+        still = await client.get("/api/memory/proposals", headers=acme.chat, params={"user": "ada"})
+        memory = await client.get("/api/memory", headers=acme.chat, params={"user": "ada"})
+
+    for seen, theirs, unknown in answers:
+        assert seen == {"proposals": []}
+        assert theirs == unknown
+    assert still.json()["proposals"] == [proposal]
+    assert "acme-ada-secret" not in memory.text  # nobody approved it
