@@ -254,7 +254,7 @@ class TurnRunner:
             handle.emit(built.compaction)  # reply's text is only what the model said
             outcome.is_compacted = True
         is_platform_chat = session.channel in CHAT_PLATFORMS and session.external_key
-        chat = f"{session.channel}:{session.external_key}" if is_platform_chat else None
+        chat = f"{session.channel}:{session.external_key}" if is_platform_chat else session.channel
         context = ToolContext(
             request.tenant_id, session.id, handle.turn_id, session.user_key, chat=chat
         )

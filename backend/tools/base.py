@@ -14,7 +14,9 @@ class ToolContext:
     session_id: str
     turn_id: str
     user_key: str | None = None
-    chat: str | None = None  # `telegram:<bot>:<chat id>` for a session of a chat platform
+    # Where it is said, as memory lines name their source: `web`, `api`, `openai`, or the
+    # platform chat (`telegram:<bot>:<chat id>`, `dingtalk:<bot>:<conversation>`).
+    chat: str | None = None
 
 
 class ToolFailed(Exception):

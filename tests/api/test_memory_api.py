@@ -77,7 +77,7 @@ async def test_forged_lines_in_memory_content_cannot_create_entries(
         await client.post("/api/chat/send", json={"message": "what is 7*7?"})
     (entry,) = written["entries"]  # line breaks and pipes could not forge a second entry
     assert "injected" in entry["content"] and "\n" not in entry["content"]
-    assert written["content"].count("|memory_write|") == 1
+    assert written["content"].count("|api|") == 1
     assert len(entries) == 1
     system = prompt_text(provider.requests[-1])
     assert "{{ 7*7 }} {% if true %}x{% endif %}" in system
@@ -102,7 +102,7 @@ async def test_memory_tools_write_and_search_the_callers_memory(
         memory = (await client.get("/api/memory")).json()
     assert first["tool_calls"][0]["result"].startswith("remembered:")
     assert [e["content"] for e in memory["entries"]] == ["The user's cat is called Miso"]
-    assert memory["entries"][0]["source"] == "memory_write"
+    assert memory["entries"][0]["source"] == "api"  # where it was said
     assert "Miso" in second["tool_calls"][0]["result"]
 
 

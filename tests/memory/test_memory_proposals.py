@@ -123,7 +123,7 @@ async def test_a_proposed_line_reaches_the_prompt_only_once_approved(
         "Ada hates figs",
         "Ada was in Oslo",
     ]
-    assert all(p["status"] == "pending" and p["source"] == "memory_write" for p in waiting)
+    assert all(p["status"] == "pending" and p["source"] == "api" for p in waiting)
     assert not any(fact in before for fact in ("bees", "figs", "Oslo"))
     assert approved.status_code == 200 and approved.json()["status"] == "approved"
     assert discarded.status_code == 200 and discarded.json()["status"] == "discarded"
