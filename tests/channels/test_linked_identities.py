@@ -156,3 +156,17 @@ async def test_linking_is_refused_where_memory_is_the_tenants(
         api = await tg.client.post("/api/people/link-codes", json={"user": ADA_WEB})
     assert "one memory for everyone" in said and "one memory for everyone" in said_too
     assert api.status_code == 409 and api.json()["error"]["code"] == "memory_not_personal"
+
+
+async def test_a_group_chat_does_not_link_and_keeps_the_tenants_memory(
+    telegram: FakeTelegramServer, dingtalk: FakeDingTalkServer, tmp_path: Path, database_url: str
+) -> None:
+    provider = ScriptedProvider(replies=["ok"])
+    group = -100
+    async with serving_both(telegram, dingtalk, tmp_path, database_url, provider) as (tg, _):
+        message = telegram.user_message("/link", chat_id=group, chat_type="group")
+        telegram.push_update(TOKEN, message)
+        said = (await tg.sent(1, chat_id=group))[-1].text
+        links = await tg.client.get("/api/admin/tenants/default/links")
+    assert said == "Linking works in a private chat with me."
+    assert links.json()["identities"] == []
