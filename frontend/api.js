@@ -1,6 +1,8 @@
 // The one seam to the server: JSON requests, the streamed turn, the API key.
-// Errors arrive as `{"error": {"code", "message"}}` and become ApiError.
+// Errors arrive as `{"error": {"code", "message"}}` and become ApiError. With memory kept per
+// person, a new session and every memory request name this browser's end user (identity.js).
 
+import { endUser } from "./identity.js";
 import { readEvents } from "./sse.js";
 
 const KEY_STORAGE = "tally.apiKey";
@@ -84,6 +86,10 @@ const query = (params) => {
   const pairs = Object.entries(params).filter(([, v]) => v !== undefined && v !== null && v !== "");
   return pairs.length ? `?${new URLSearchParams(pairs)}` : "";
 };
+/** The end user as a query (`?user=`), or nothing when memory is the tenant's. */
+const asUser = (params = {}) => query({ ...params, user: endUser() });
+/** A body naming the end user, when there is one. */
+const withUser = (body) => (endUser() ? { ...body, user: endUser() } : body);
 
 export const api = {
   /** Health answers 503 with its usual body when the database is down. */
@@ -96,7 +102,7 @@ export const api = {
 
   listSessions: ({ limit = 50, offset = 0, q } = {}) =>
     json("GET", `/api/chat/sessions${query({ limit, offset, q })}`),
-  createSession: (body) => json("POST", "/api/chat/sessions", body),
+  createSession: (body) => json("POST", "/api/chat/sessions", withUser(body)),
   getSession: (id) => json("GET", `/api/chat/sessions/${enc(id)}`),
   renameSession: (id, title) => json("PATCH", `/api/chat/sessions/${enc(id)}`, { title }),
   deleteSession: (id) => json("DELETE", `/api/chat/sessions/${enc(id)}`),
@@ -122,14 +128,27 @@ export const api = {
       approved,
     }),
 
-  memory: () => json("GET", "/api/memory"),
-  saveMemory: (content) => json("PUT", "/api/memory", { content }),
-  memoryEntries: (q) => json("GET", `/api/memory/entries${query({ q })}`),
+  memory: () => json("GET", `/api/memory${asUser()}`),
+  saveMemory: (content) => json("PUT", `/api/memory${asUser()}`, { content }),
+  memoryEntries: (q) => json("GET", `/api/memory/entries${asUser({ q })}`),
   /** Remember one fact by hand; answers the stored entry (source `manual`, dated today). */
-  addMemoryEntry: (content) => json("POST", "/api/memory/entries", { content }),
-  deleteMemoryEntry: (id) => json("DELETE", `/api/memory/entries/${enc(id)}`),
+  addMemoryEntry: (content) => json("POST", `/api/memory/entries${asUser()}`, { content }),
+  deleteMemoryEntry: (id) => json("DELETE", `/api/memory/entries/${enc(id)}${asUser()}`),
   /** Undo the summary that wrote an entry; answers `{session_id, returned_to_window}`. */
-  revertMemoryEntry: (id) => json("POST", `/api/memory/entries/${enc(id)}/revert`),
+  revertMemoryEntry: (id) => json("POST", `/api/memory/entries/${enc(id)}/revert${asUser()}`),
+  /** Lines about this person waiting for their OK (`memory.confirm_writes`), oldest first. */
+  memoryProposals: () => json("GET", `/api/memory/proposals${asUser()}`),
+  /** Remember (written at once) or discard a proposed line; answers the decided proposal. */
+  decideProposal: (id, approved) =>
+    json("POST", `/api/memory/proposals/${enc(id)}/decision`, { approved }),
+
+  /** A one-time code (`{code, expires_at}`) another account sends back as `/link CODE`. */
+  linkCode: () => json("POST", "/api/people/link-codes", { user: endUser() }),
+  /** Redeem a code a bot gave; answers the person `{person_id, identities}`. */
+  link: (code) => json("POST", "/api/people/links", { user: endUser(), code }),
+  /** The person this browser is linked as; 404 `not_linked` when it is on its own. */
+  linkedPerson: () => json("GET", `/api/people/links${asUser()}`),
+  unlink: () => json("DELETE", `/api/people/links${asUser()}`),
 
   /**
    * Start a turn and yield its events. A refusal before the stream starts throws ApiError;
@@ -138,12 +157,14 @@ export const api = {
    * server keeps the turn's events, so no word is lost or shown twice.
    */
   async *streamTurn({ sessionId, message, idempotencyKey, signal }) {
-    const response = await send(
-      "POST",
-      "/api/chat/send",
-      { session_id: sessionId, message, stream: true },
-      { signal, extraHeaders: { "Idempotency-Key": idempotencyKey, Accept: "text/event-stream" } },
-    );
+    // Only a send that creates the session names the user: a session keeps the one it has.
+    const body = sessionId
+      ? { session_id: sessionId, message, stream: true }
+      : withUser({ message, stream: true });
+    const response = await send("POST", "/api/chat/send", body, {
+      signal,
+      extraHeaders: { "Idempotency-Key": idempotencyKey, Accept: "text/event-stream" },
+    });
     let turnId = null;
     let lastId = null;
     let events = readEvents(response);

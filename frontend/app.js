@@ -8,6 +8,7 @@ import { Composer } from "./composer.js";
 import { icon, setText, toast } from "./dom.js";
 import { ContextGauge } from "./gauge.js";
 import { applyI18n, language, onLanguageChange, setLanguage } from "./i18n.js";
+import { useMemoryScope } from "./identity.js";
 import { LastTurnActions } from "./last_turn.js";
 import { MemoryPanel } from "./memory.js";
 import { editInline, SessionList } from "./sessions.js";
@@ -296,8 +297,12 @@ function stop() {
   turn.stop();
 }
 
-/** Refresh the list and the session: a compaction may have moved its window and summary. */
+/**
+ * Refresh the list and the session (a compaction may have moved its window and summary), and
+ * what waits for the person's OK (the turn may have proposed a line to remember).
+ */
 async function afterTurn(sessionId) {
+  memory.turnEnded();
   try {
     await sessions.refresh();
     if (state.sessionId !== sessionId) return;
@@ -326,6 +331,8 @@ async function showHealth() {
     // "degraded" may mean a provider failed; the toast speaks of the database only.
     if (health.database !== "ok") toast("degraded", { isError: true });
     state.isDemo = health.is_demo;
+    useMemoryScope(health.memory_scope); // before any session or memory request names a user
+    memory.configure(health);
     demoBanner.show(health);
     pill.textContent = health.is_demo ? "" : health.model;
     pill.title = `${health.provider} · ${health.model}`;

@@ -1,6 +1,8 @@
 // Interface text in English and Chinese. Elements carry `data-i18n` (their text) and
 // `data-i18n-attr` ("attr:key;attr:key"), so switching language re-labels the page in place.
 
+import { PEOPLE_STRINGS } from "./i18n_people.js";
+
 const STRINGS = {
   en: {
     newChat: "New chat",
@@ -145,6 +147,7 @@ const STRINGS = {
     you: "You",
     renamed: "Renamed",
     deleted: "Conversation deleted",
+    ...PEOPLE_STRINGS.en,
   },
   zh: {
     newChat: "新对话",
@@ -286,6 +289,7 @@ const STRINGS = {
     you: "你",
     renamed: "已重命名",
     deleted: "对话已删除",
+    ...PEOPLE_STRINGS.zh,
   },
 };
 

@@ -1,11 +1,15 @@
 // The long-term memory panel. It appears only when the server has a memory API
 // (`GET /api/memory`); a 404 keeps it hidden. Each entry is a MemoryEntryView; lines of
 // MEMORY.md that do not parse as entries are listed too, flagged, as the server keeps them.
+// With memory kept per person it also links this browser with the person's bot chats
+// (LinkPanel) and lists the lines waiting for their OK (PendingMemory).
 
 import { api } from "./api.js";
 import { h, toast } from "./dom.js";
+import { LinkPanel } from "./link_panel.js";
 import { MemoryEntryView } from "./memory_entry.js";
 import { addEntryForm, editTextForm } from "./memory_forms.js";
+import { PendingMemory } from "./pending_memory.js";
 
 /** A line of MEMORY.md that is not an entry: shown as written, marked as not parsed. */
 function invalidLine(text) {
@@ -47,6 +51,14 @@ export class MemoryPanel {
     };
     this.views = []; // the MemoryEntryViews drawn, in order
     this.loads = 0; // the latest load wins: an older answer arriving late is dropped
+    this.pending = new PendingMemory(
+      panel.querySelector(".memory-pending"),
+      openButton.querySelector(".pending-badge"),
+      { onDecided: () => this.refresh() },
+    );
+    this.links = new LinkPanel(panel.querySelector(".memory-links"), {
+      onChanged: () => Promise.all([this.refresh(), this.pending.refresh()]),
+    });
     openButton.addEventListener("click", () => this.open());
     panel.querySelector(".memory-close").addEventListener("click", () => this.close());
     const refresh = () => this.refresh();
@@ -61,6 +73,17 @@ export class MemoryPanel {
       clearTimeout(timer);
       timer = setTimeout(() => this.refresh(), 200);
     });
+  }
+
+  /** Follow the tenant's memory policy (`GET /api/health`): per person, asking first or not. */
+  configure({ memory_scope: scope, confirm_writes: isConfirming }) {
+    this.links.configure(scope === "user");
+    this.pending.configure(scope === "user" && Boolean(isConfirming));
+  }
+
+  /** A turn ended: it may have proposed lines to remember. */
+  turnEnded() {
+    this.pending.refresh();
   }
 
   /** Show the panel's button only if the server answers `GET /api/memory`. */
@@ -106,13 +129,14 @@ export class MemoryPanel {
     // What was drawn before may be stale: nothing to click until the fresh list is in.
     this.views = [];
     this.list.replaceChildren(h("p", { class: "muted", t: "loading" }));
-    await this.probe();
+    await Promise.all([this.probe(), this.pending.refresh(), this.links.opened()]);
   }
 
   close() {
     this.panel.hidden = true;
     this.backdrop.hidden = true;
     this.editor.replaceChildren();
+    this.links.closed();
   }
 
   /** Redraw the list: every entry, or those matching the search box (best first). */

@@ -5,8 +5,8 @@
 import { api } from "./api.js";
 import { autosize, formActions, h, icon, submitButton, toast } from "./dom.js";
 
-/** A refusal shown in the form, with the server's code and message. */
-function refusal(titleKey, err) {
+/** A refusal shown in a form, with the server's code and message. */
+export function refusal(titleKey, err) {
   return h(
     "div",
     { class: "turn-error memory-error", role: "alert", dataset: { testid: "memory-error" } },
