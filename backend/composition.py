@@ -127,6 +127,8 @@ async def build_services(
         await runtimes.connect_tools(with_servers)  # their tools known before the first turn
         if database.is_sqlite:  # one process per database: leases left are a crash's
             await factory.jobs.release_leases()
+        if moved := await services.linking.finish_moves():
+            log.info("start-up: moved the memory of %d links a crash or a fault left", moved)
         if written := await factory.proposals.finish_approved():
             log.info("start-up: wrote %d approved memory lines a crash left unwritten", written)
         resumer = SummaryResumer(factory.jobs, runtimes)

@@ -17,6 +17,7 @@ from datetime import datetime, timedelta
 from backend.chat.runtime import RuntimeRegistry
 from backend.domain.clock import utc_now
 from backend.errors import Conflict
+from backend.memory.base import MemoryUnavailable
 from backend.memory.linked_scopes import PersonalMemory, move_entries
 from backend.storage.identities import Identity, IdentityRepository, LinkCode
 
@@ -66,17 +67,32 @@ class Linking:
         """Make `user_key` and the identity that asked for `code` one person; the memory each
         kept on its own becomes the person's."""
         await self._require_personal(tenant_id)
-        link = await self._identities.redeem(
+        person = await self._identities.redeem(
             tenant_id=tenant_id, user_key=user_key, code=code, now=self._clock()
         )
-        for scope in link.joined_scopes:
-            moved = await move_entries(
-                self._memory.store, tenant_id=tenant_id, from_scope=scope, into_scope=link.scope_key
-            )
-            log.info(
-                "linked an identity: %d memory entries moved", moved, extra={"tenant": tenant_id}
-            )
-        return await self._linked(tenant_id, link.person_id)
+        await self.finish_moves(tenant_id=tenant_id)
+        return await self._linked(tenant_id, person)
+
+    async def finish_moves(self, *, tenant_id: str | None = None) -> int:
+        """Move the memory links made into their people's (a tenant's, or all); how many
+        moves are done. One memory cannot take now stays journaled for the next try (the
+        next link, or the next start): the link holds meanwhile, and nothing is lost."""
+        done = 0
+        for move in await self._identities.memory_moves(tenant_id=tenant_id):
+            try:
+                moved = await move_entries(
+                    self._memory.store,
+                    tenant_id=move.tenant_id,
+                    from_scope=move.from_scope,
+                    into_scope=move.into_scope,
+                )
+            except MemoryUnavailable as exc:
+                log.warning("linking: memory not moved yet: %s", exc.message)
+                continue
+            await self._identities.memory_moved(move)
+            log.info("linking moved %d memory entries", moved, extra={"tenant": move.tenant_id})
+            done += 1
+        return done
 
     async def unlink(self, *, tenant_id: str, user_key: str) -> None:
         """`user_key` on its own again (NotLinked if it was not linked)."""

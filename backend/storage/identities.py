@@ -18,7 +18,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from backend.errors import Conflict, NotFound, TallyError
 from backend.storage.database import Database
-from backend.storage.tables import identity_links, link_codes
+from backend.storage.tables import identity_links, link_codes, memory_moves
 
 PERSON_SCOPE_PREFIX = "person:"
 CODE_ALPHABET = "ABCDEFGHJKMNPQRSTUVWXYZ23456789"  # no 0/O, 1/I/L: read aloud or retyped
@@ -68,16 +68,13 @@ class LinkCode:
 
 
 @dataclass(frozen=True, slots=True)
-class Link:
-    """What a redeemed code did: the person both identities are now, and the memory scopes
-    that became theirs (their entries are to be moved into the person's)."""
+class MemoryMove:
+    """Memory of a scope that became a person's, to be moved into the person's scope."""
 
-    person_id: str
-    joined_scopes: list[str]
-
-    @property
-    def scope_key(self) -> str:
-        return person_scope(self.person_id)
+    id: int
+    tenant_id: str
+    from_scope: str
+    into_scope: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -137,8 +134,9 @@ class IdentityRepository:
             )
         return LinkCode(f"{raw[:4]}-{raw[4:]}", expires_at)
 
-    async def redeem(self, *, tenant_id: str, user_key: str, code: str, now: datetime) -> Link:
-        """Link `user_key` with the identity that asked for `code`, in one transaction."""
+    async def redeem(self, *, tenant_id: str, user_key: str, code: str, now: datetime) -> str:
+        """Link `user_key` with the identity that asked for `code`, in one transaction that
+        also journals the memory moves it calls for; the person they are now."""
         async with self._db.write() as conn:
             row = (
                 await conn.execute(
@@ -162,7 +160,30 @@ class IdentityRepository:
             )
             if claimed.rowcount != 1:
                 raise LinkCodeUsed()
-            return await _join(conn, tenant_id, row.user_key, user_key, now)
+            person, joined = await _join(conn, tenant_id, row.user_key, user_key, now)
+            for scope in joined:
+                await conn.execute(
+                    memory_moves.insert().values(
+                        tenant_id=tenant_id,
+                        from_scope=scope,
+                        into_scope=person_scope(person),
+                        created_at=now,
+                    )
+                )
+            return person
+
+    async def memory_moves(self, *, tenant_id: str | None = None) -> list[MemoryMove]:
+        """The moves not done yet (a tenant's, or every tenant's), in the order journaled."""
+        query = select(memory_moves).order_by(memory_moves.c.id)
+        if tenant_id is not None:
+            query = query.where(memory_moves.c.tenant_id == tenant_id)
+        async with self._db.read() as conn:
+            rows = await conn.execute(query)
+            return [MemoryMove(r.id, r.tenant_id, r.from_scope, r.into_scope) for r in rows]
+
+    async def memory_moved(self, move: MemoryMove) -> None:
+        async with self._db.write() as conn:
+            await conn.execute(delete(memory_moves).where(memory_moves.c.id == move.id))
 
     async def unlink(self, *, tenant_id: str, user_key: str) -> None:
         """`user_key` is on its own again; NotLinked when it was not linked."""
@@ -194,9 +215,10 @@ class IdentityRepository:
 
 async def _join(
     conn: AsyncConnection, tenant_id: str, issuer: str, redeemer: str, now: datetime
-) -> Link:
+) -> tuple[str, list[str]]:
     """Make `issuer` and `redeemer` one person: the issuer's when it has one, else the
-    redeemer's, else a new one. Two people become one (the redeemer's joins the issuer's)."""
+    redeemer's, else a new one. Two people become one (the redeemer's joins the issuer's).
+    The person, and the memory scopes that became theirs."""
     mine = identity_links.c.tenant_id == tenant_id
     rows = await conn.execute(
         select(identity_links.c.user_key, identity_links.c.person_id).where(
@@ -221,4 +243,4 @@ async def _join(
                 .values(person_id=person)
             )
             joined.append(person_scope(people[key]))
-    return Link(person, joined)
+    return person, joined

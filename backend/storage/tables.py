@@ -231,6 +231,20 @@ link_codes = Table(
     Column("used_at", Timestamp),
 )
 
+# Memory to move into a person's when identities are linked: journaled with the link, in its
+# transaction, and removed once moved, so a crash or a memory fault in between delays the move
+# (it is done at the next start or link) but never loses it.
+memory_moves = Table(
+    "memory_moves",
+    metadata,
+    Column("id", Id, primary_key=True, autoincrement=True),
+    Column("tenant_id", String(64), nullable=False),
+    Column("from_scope", String(200), nullable=False),
+    Column("into_scope", String(200), nullable=False),
+    Column("created_at", Timestamp, nullable=False),
+    sqlite_autoincrement=True,
+)
+
 # Memory lines proposed to a person (`memory.confirm_writes`): written into memory only once
 # the person approves. A summarizer's proposal carries its range, once per range.
 pending_memory = Table(

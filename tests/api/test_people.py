@@ -13,7 +13,7 @@ import pytest
 
 from backend.app import create_app
 from backend.providers.scripted import ScriptedProvider
-from tests.conftest import make_settings, serve
+from tests.conftest import fill, make_settings, serve
 from tests.prompt_text import prompt_text
 
 START = datetime(2026, 12, 3, 9, 0, tzinfo=UTC)
@@ -167,3 +167,26 @@ async def test_bad_input_is_refused_and_links_nothing(
     assert response.status_code == 422, response.text
     assert error_code(response) == code
     assert links.json()["identities"] == []
+
+
+async def test_memory_a_full_disk_kept_from_moving_moves_at_the_next_start(
+    small_disk: Path, database_url: str, tmp_path: Path
+) -> None:
+    settings = make_settings(
+        database_url,
+        tmp_path,
+        data_dir=str(small_disk),
+        memory={"path": str(small_disk / "MEMORY.md"), "scope": "user"},
+    )
+    async with serve(create_app(settings, provider=ScriptedProvider())) as client:
+        await remember(client, "ada-laptop", "Ada lives in Porto")
+        code = await code_for(client, "ada-phone")
+        filler = fill(small_disk)
+        linked = await link(client, "ada-laptop", code)
+        meanwhile = await facts(client, "ada-phone")
+        filler.unlink()  # space again; the move waits for the next start (or link)
+    async with serve(create_app(settings, provider=ScriptedProvider())) as client:
+        after = [await facts(client, user) for user in ("ada-phone", "ada-laptop")]
+    assert linked.status_code == 200  # the link holds while its memory waits to move
+    assert meanwhile == []
+    assert after == [["Ada lives in Porto"]] * 2

@@ -1,6 +1,7 @@
 """One person across channels: `identity_links` (an identity on a channel -> the person it
-belongs to), `link_codes` (the one-time codes that link two identities) and `pending_memory`
-(lines proposed to a person, written once confirmed).
+belongs to), `link_codes` (the one-time codes that link two identities), `memory_moves` (memory
+to move into a person's, journaled with the link) and `pending_memory` (lines proposed to a
+person, written once confirmed).
 
 Revision ID: 0007
 Revises: 0006
@@ -37,6 +38,15 @@ def upgrade() -> None:
         sa.Column("used_at", sa.DateTime(timezone=True)),
     )
     op.create_table(
+        "memory_moves",
+        sa.Column("id", _id(), primary_key=True, autoincrement=True),
+        sa.Column("tenant_id", sa.String(64), nullable=False),
+        sa.Column("from_scope", sa.String(200), nullable=False),
+        sa.Column("into_scope", sa.String(200), nullable=False),
+        sa.Column("created_at", sa.DateTime(timezone=True), nullable=False),
+        sqlite_autoincrement=True,
+    )
+    op.create_table(
         "pending_memory",
         sa.Column("id", _id(), primary_key=True, autoincrement=True),
         sa.Column("tenant_id", sa.String(64), nullable=False),
@@ -71,6 +81,7 @@ def _id() -> sa.types.TypeEngine[int]:
 def downgrade() -> None:
     op.drop_index("ix_pending_memory_user", table_name="pending_memory")
     op.drop_table("pending_memory")
+    op.drop_table("memory_moves")
     op.drop_table("link_codes")
     op.drop_index("ix_identity_links_person", table_name="identity_links")
     op.drop_table("identity_links")
