@@ -17,6 +17,7 @@ from playwright.async_api import Browser, Locator, Page, expect
 from backend.domain.messages import ToolCall
 from backend.providers.scripted import ScriptedProvider, ScriptedToolCalls
 from tests.browser.harness import Tally, keep_for_readme, running_tally, send, wait_for_reply
+from tests.prompt_text import prompt_text
 
 # The shared browser lives in the session's event loop (see harness.py).
 pytestmark = pytest.mark.asyncio(loop_scope="session")
@@ -201,7 +202,8 @@ async def test_a_code_from_the_page_links_it_with_a_telegram_chat_until_unlinked
 async def test_a_code_from_a_bot_typed_into_the_page_links_it_once(
     browser: Browser, tmp_path: Path
 ) -> None:
-    async with personal_tally(browser, tmp_path, ScriptedProvider()) as tally:
+    provider = ScriptedProvider(replies=["ok"])
+    async with personal_tally(browser, tmp_path, provider) as tally:
         told = await tally.client.post(
             "/api/memory/entries", params={"user": TELEGRAM}, json={"content": "Ada keeps bees"}
         )
@@ -223,6 +225,10 @@ async def test_a_code_from_a_bot_typed_into_the_page_links_it_once(
         await expect(panel.get_by_test_id("memory-content")).to_have_text(["Ada keeps bees"])
         linked = await tally.client.get("/api/people/links", params={"user": user})
         assert sorted(linked.json()["identities"]) == sorted([TELEGRAM, user])
+        # What the person told on Telegram is in the prompt when they ask on the page.
+        await send(page, "what do I keep?")
+        await wait_for_reply(page)
+        assert "Ada keeps bees" in prompt_text(provider.requests[-1])
 
         await links.get_by_test_id("link-code-input").fill(code)
         await links.get_by_test_id("link-redeem").click()
