@@ -34,6 +34,12 @@ export class MemoryEntryView {
           { class: "pill memory-source", dataset: { testid: "memory-source" } },
           entry.source ?? "",
         ),
+        Boolean(entry.origin) &&
+          h(
+            "span",
+            { class: "pill memory-origin", dataset: { testid: "memory-origin" } },
+            entry.origin,
+          ),
         entry.is_current === false &&
           h("span", {
             class: "pill memory-replaced",

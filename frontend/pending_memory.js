@@ -86,6 +86,12 @@ export class PendingMemory {
           { class: "pill memory-source", dataset: { testid: "pending-source" } },
           proposal.source,
         ),
+        Boolean(proposal.origin) &&
+          h(
+            "span",
+            { class: "pill memory-origin", dataset: { testid: "pending-origin" } },
+            proposal.origin,
+          ),
       ),
       h("p", { class: "memory-content", dataset: { testid: "pending-content" } }, proposal.content),
       h(

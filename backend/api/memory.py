@@ -37,7 +37,8 @@ def entry_public(entry: MemoryEntry, *, is_current: bool = True) -> MemoryEntryP
     return MemoryEntryPublic(
         id=entry.id,
         date=entry.date,
-        source=entry.source_kind,
+        source=entry.writer,
+        origin=entry.origin,
         content=entry.content,
         replaces=list(entry.supersedes),
         is_current=is_current,

@@ -13,7 +13,7 @@ from pydantic import BaseModel, Field
 from backend.api.auth import TenantDep
 from backend.api.deps import ServicesDep
 from backend.api.text_fields import EndUser
-from backend.memory.entries import split_supersedes
+from backend.memory.entries import origin_of_kind, split_supersedes, writer_of
 from backend.storage.pending_memory import Proposal
 
 router = APIRouter(prefix="/api/memory/proposals", tags=["memory"])
@@ -23,7 +23,8 @@ class ProposalPublic(BaseModel):
     id: str
     user: str = Field(description="the identity it was said by")
     session_id: str
-    source: str = Field(description="what proposed it: auto-overflow, telegram:<chat>, web, ...")
+    source: str = Field(description="what proposed it: auto-overflow, or where the model did")
+    origin: str | None = Field(None, description="a summary's line: where its turns were said")
     content: str
     date: date
     status: Literal["pending", "approved", "discarded", "expired"]
@@ -39,11 +40,13 @@ class ProposalDecision(BaseModel):
 
 
 def proposal_public(proposal: Proposal) -> ProposalPublic:
+    kind = split_supersedes(proposal.source)[0]
     return ProposalPublic(
         id=proposal.id,
         user=proposal.user_key,
         session_id=proposal.session_id,
-        source=split_supersedes(proposal.source)[0],
+        source=writer_of(kind),
+        origin=origin_of_kind(kind),
         content=proposal.content,
         date=proposal.date,
         status=proposal.status,

@@ -176,7 +176,8 @@ class ProvenancePublic(BaseModel):
 class MemoryEntryPublic(BaseModel):
     id: str
     date: date
-    source: str
+    source: str  # what wrote it: manual, auto-overflow, ..., or where the model saved it
+    origin: str | None = None  # a summarizer's line: where its turns were said (web, telegram:…)
     content: str
     provenance: ProvenancePublic | None
     replaces: list[str] = []  # ids of the entries this one replaced (a fact that changed)

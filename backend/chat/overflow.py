@@ -23,6 +23,7 @@ from backend.chat.memory_health import MemoryHealth
 from backend.chat.overflow_policy import OverflowPolicy, auto_write_range, memory_source
 from backend.chat.summarizer import Summarizer, SummaryOutput, raw_output
 from backend.chat.window import plan_eviction
+from backend.domain.inbound import origin_of
 from backend.domain.messages import Session, StoredMessage
 from backend.errors import SessionNotFound, TallyError
 from backend.memory.base import MemoryEntryNotFound, MemoryStore, MemoryUnavailable
@@ -181,6 +182,7 @@ class OverflowWorker:
             next_start_id=next_start,
             memory_from_id=max(first, session.memory_watermark_id + 1),
             previous_summary=session.summary,
+            origin=origin_of(session.channel, session.external_key),
         )
 
     def _due_range(

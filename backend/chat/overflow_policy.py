@@ -8,6 +8,7 @@ from dataclasses import dataclass
 
 from backend.chat.window import WindowPolicy
 from backend.domain.messages import StoredMessage
+from backend.memory.entries import with_origin
 from backend.storage.overflow_jobs import OverflowJob
 
 
@@ -41,7 +42,7 @@ def auto_write_range(
 
 
 def memory_source(job: OverflowJob, *, is_raw: bool) -> str:
-    """The source a job's memory line is written with: which summarizer, or raw."""
-    if is_raw:
-        return "auto-raw"
-    return "auto-overflow" if job.kind == "overflow" else "auto-summary"
+    """The source a job's memory line is written with: which summarizer (or raw), and where
+    its turns were said (`auto-overflow/telegram:helper:42`)."""
+    writer = "auto-raw" if is_raw else "auto-overflow" if job.kind == "overflow" else "auto-summary"
+    return with_origin(writer, job.origin)

@@ -39,7 +39,7 @@ async def revert_line(
     if entry is None:
         raise MemoryEntryNotFound(entry_id)
     provenance = entry.provenance
-    if provenance is None or entry.source_kind not in SUMMARIZER_SOURCES:
+    if provenance is None or entry.writer not in SUMMARIZER_SOURCES:
         raise Conflict(
             "only entries a summarizer wrote can be reverted; delete this one instead",
             code="not_revertible",

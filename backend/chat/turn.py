@@ -26,7 +26,7 @@ from backend.domain.events import (
     TurnFailed,
     TurnStarted,
 )
-from backend.domain.inbound import CHAT_PLATFORMS
+from backend.domain.inbound import origin_of
 from backend.domain.messages import Session, StoredMessage, Usage, UserInput
 from backend.errors import Conflict, EmptyReply, InvalidInput, TallyError, TurnCancelled
 from backend.storage.faults import as_storage_fault
@@ -253,8 +253,7 @@ class TurnRunner:
         if built.compaction is not None:  # the event says so, and a flag on the reply: the
             handle.emit(built.compaction)  # reply's text is only what the model said
             outcome.is_compacted = True
-        is_platform_chat = session.channel in CHAT_PLATFORMS and session.external_key
-        chat = f"{session.channel}:{session.external_key}" if is_platform_chat else session.channel
+        chat = origin_of(session.channel, session.external_key)
         context = ToolContext(
             request.tenant_id, session.id, handle.turn_id, session.user_key, chat=chat
         )

@@ -16,7 +16,7 @@ RAW_SOURCE = "auto-raw"
 async def run_resummarize(settings: Settings, *, tenant_id: str, user: str) -> int:
     async with build_services(settings) as services:
         document = await services.memory.read(tenant_id=tenant_id, scope_key=user)
-        raw = [e for e in document.entries if e.source_kind == RAW_SOURCE]
+        raw = [e for e in document.entries if e.writer == RAW_SOURCE]
         if not raw:
             print("no raw lines: every range is summarized")
             return 0
@@ -41,6 +41,6 @@ async def run_resummarize(settings: Settings, *, tenant_id: str, user: str) -> i
         print(f"summarizing {len(raw) - failed} range(s) again…", flush=True)
         await services.runtimes.wait_idle()
         after = await services.memory.read(tenant_id=tenant_id, scope_key=user)
-        still_raw = sum(e.source_kind == RAW_SOURCE for e in after.entries)
+        still_raw = sum(e.writer == RAW_SOURCE for e in after.entries)
         print(f"re-summarized {len(raw) - still_raw} of {len(raw)}; {still_raw} still raw")
         return 1 if still_raw or failed else 0

@@ -11,6 +11,14 @@ from backend.domain.messages import UserInput
 CHAT_PLATFORMS = frozenset({"telegram", "dingtalk"})
 
 
+def origin_of(channel: str, external_key: str | None) -> str:
+    """Where a session's words are said, as memory lines name it: `web`, `api`, `openai`, or
+    the platform chat (`telegram:<bot>:<chat id>`, `dingtalk:<robot>:<conversation>`)."""
+    if channel in CHAT_PLATFORMS and external_key:
+        return f"{channel}:{external_key}"
+    return channel
+
+
 @dataclass(frozen=True, slots=True)
 class Sender:
     """Who sent it on the platform: its id there, and the name it shows."""

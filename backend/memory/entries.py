@@ -42,6 +42,7 @@ _REF = r"[0-9a-z-]{1,20}(?:\.\d{1,3})?"  # an entry id, or `id.n`: its n-th fact
 _SUPERSEDES = re.compile(rf"(?P<rest>.*)>(?P<ids>{_REF}(?:,{_REF}){{0,4}})")
 MAX_SUPERSEDED = 5  # what one entry can replace: the source field has 200 characters
 FACT_SEPARATOR = "; "  # how a summarizer's line joins its facts
+ORIGIN_SEPARATOR = "/"  # a summarizer's kind, then where its turns were said
 
 
 def neutralise(text: str) -> str:
@@ -76,6 +77,21 @@ class Provenance:
 
     def encode(self) -> str:
         return f"{self.session_id}:{self.first_message_id}-{self.last_message_id}"
+
+
+def with_origin(writer: str, origin: str | None) -> str:
+    """A source kind naming what wrote the line and where it was said: `auto-overflow/web`."""
+    return f"{writer}{ORIGIN_SEPARATOR}{origin}" if origin else writer
+
+
+def writer_of(kind: str) -> str:
+    """What wrote a line of this kind (`auto-overflow`, `manual`, ...), without its origin."""
+    return kind.split(ORIGIN_SEPARATOR, 1)[0]
+
+
+def origin_of_kind(kind: str) -> str | None:
+    """Where a line of this kind was said, when its kind names it (`auto-overflow/web`)."""
+    return kind.partition(ORIGIN_SEPARATOR)[2] or None
 
 
 def compose_source(kind: str, provenance: Provenance | None, supersedes: Sequence[str] = ()) -> str:
@@ -139,6 +155,16 @@ class MemoryEntry:
     @cached_property
     def source_kind(self) -> str:
         return split_source(self.source)[0]
+
+    @cached_property
+    def writer(self) -> str:
+        """What wrote it (`auto-overflow`, `manual`, ...), without where it was said."""
+        return writer_of(self.source_kind)
+
+    @cached_property
+    def origin(self) -> str | None:
+        """Where a summarizer's line was said (`web`, `telegram:helper:42`); None if unnamed."""
+        return origin_of_kind(self.source_kind)
 
     @cached_property
     def supersedes(self) -> tuple[str, ...]:

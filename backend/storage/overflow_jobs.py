@@ -41,6 +41,7 @@ class OverflowJob:
     attempts: int
     next_attempt_at: datetime | None
     memory_supersedes: tuple[str, ...] = ()  # entry ids the memory line replaces
+    origin: str | None = None  # where its turns were said; None for jobs from before 0007
 
 
 def _job(row: Row[Any]) -> OverflowJob:
@@ -65,6 +66,7 @@ def _job(row: Row[Any]) -> OverflowJob:
         attempts=row.attempts,
         next_attempt_at=next_at,
         memory_supersedes=tuple(filter(None, (row.memory_supersedes or "").split(","))),
+        origin=row.origin,
     )
 
 
@@ -84,6 +86,7 @@ class OverflowJobRepository:
         next_start_id: int,
         memory_from_id: int,
         previous_summary: str,
+        origin: str | None = None,
     ) -> OverflowJob | None:
         """Journal a range; None when that range is already journaled."""
         now = datetime.now(UTC)
@@ -101,6 +104,7 @@ class OverflowJobRepository:
                         memory_from_id=memory_from_id,
                         status="pending",
                         previous_summary=previous_summary,
+                        origin=origin,
                         attempts=0,
                         created_at=now,
                         updated_at=now,

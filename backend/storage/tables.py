@@ -140,6 +140,7 @@ overflow_jobs = Table(
     Column("tenant_id", String(64), nullable=False),
     Column("session_id", String(36), nullable=False),
     Column("scope_key", String(200), nullable=False, default=""),
+    Column("origin", String(200)),  # where its turns were said (`origin_of`), for its line
     # "overflow": evict a range, update the summary, remember what is new;
     # "auto": the automatic memory write, which evicts nothing.
     Column("kind", String(16), nullable=False),

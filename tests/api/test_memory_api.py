@@ -126,7 +126,7 @@ async def test_a_compaction_can_be_reverted(database_url: str, tmp_path: Path) -
         manual = await client.put("/api/memory", json={"content": "2026-01-01|manual|x\n"})
         manual_id = manual.json()["entries"][0]["id"]
         not_revertible = await client.post(f"/api/memory/entries/{manual_id}/revert")
-    assert entry["source"] == "auto-overflow"
+    assert (entry["source"], entry["origin"]) == ("auto-overflow", "api")
     assert entry["provenance"]["session_id"] == session_id
     assert before["window_start_id"] > 0 and before["summary"]
     assert reverted.json() == {"session_id": session_id, "returned_to_window": True}

@@ -192,6 +192,7 @@ async def test_overflow_summaries_and_memory_work_for_a_telegram_chat(
     assert session is not None and session.window_start_id > 0  # turns left the window
     (entry,) = [e for e in memory.entries if "Ada" in e.content]
     assert entry.provenance is not None and entry.provenance.session_id == session.id
+    assert (entry.writer, entry.origin) == ("auto-overflow", "telegram:tg:42")  # where it was said
 
 
 async def test_a_fact_the_model_remembers_is_marked_with_its_chat(

@@ -161,9 +161,10 @@ async def test_a_summary_line_is_proposed_once_and_its_turns_are_never_distilled
             jobs = list(await conn.execute(select(overflow_jobs)))
             lines = list(await conn.execute(select(pending_memory)))
 
-    assert (
-        proposal["source"] == "auto-overflow" and "user said: fact number 0" in proposal["content"]
-    )
+    assert (proposal["source"], proposal["origin"]) == (
+        "auto-overflow",
+        "api",
+    ) and "user said: fact number 0" in proposal["content"]
     assert decided.status_code == 200
     first_job = jobs[0]
     assert first_job.status == "done" and first_job.memory_entry_id is None

@@ -1,7 +1,8 @@
 """One person across channels: `identity_links` (an identity on a channel -> the person it
 belongs to), `link_codes` (the one-time codes that link two identities), `memory_moves` (memory
 to move into a person's, journaled with the link) and `pending_memory` (lines proposed to a
-person, written once confirmed).
+person, written once confirmed); and `overflow_jobs.origin`, where a summary's turns were said,
+which its memory line names.
 
 Revision ID: 0007
 Revises: 0006
@@ -37,6 +38,8 @@ def upgrade() -> None:
         sa.Column("expires_at", sa.DateTime(timezone=True), nullable=False),
         sa.Column("used_at", sa.DateTime(timezone=True)),
     )
+    with op.batch_alter_table("overflow_jobs") as table:
+        table.add_column(sa.Column("origin", sa.String(200)))
     op.create_table(
         "memory_moves",
         sa.Column("id", _id(), primary_key=True, autoincrement=True),
@@ -82,6 +85,8 @@ def downgrade() -> None:
     op.drop_index("ix_pending_memory_user", table_name="pending_memory")
     op.drop_table("pending_memory")
     op.drop_table("memory_moves")
+    with op.batch_alter_table("overflow_jobs") as table:
+        table.drop_column("origin")
     op.drop_table("link_codes")
     op.drop_index("ix_identity_links_person", table_name="identity_links")
     op.drop_table("identity_links")
