@@ -83,15 +83,25 @@ class MemoryProposals:
             tenant_id=tenant_id, proposal_id=proposal_id, approve=approve, now=self._clock()
         )
         if approve:
-            await self._write(decided)
+            try:
+                await self._write(decided)
+            except MemoryUnavailable:
+                await self._proposals.reopen(decided)  # to be answered again, nothing lost
+                raise
         return decided
 
     async def finish_approved(self) -> int:
-        """Write the lines approved before a crash stopped their writing; how many."""
-        interrupted = await self._proposals.approved_unwritten()
-        for proposal in interrupted:
-            await self._write(proposal)
-        return len(interrupted)
+        """Write the lines approved before a crash stopped their writing; how many. One that
+        memory cannot take now stays approved, for the next start."""
+        written = 0
+        for proposal in await self._proposals.approved_unwritten():
+            try:
+                await self._write(proposal)
+            except MemoryUnavailable as exc:
+                log.warning("an approved memory line waits for memory: %s", exc.message)
+                continue
+            written += 1
+        return written
 
     async def _write(self, proposal: Proposal) -> None:
         kind, supersedes = split_supersedes(proposal.source)
@@ -101,14 +111,10 @@ class MemoryProposals:
             provenance = Provenance(proposal.session_id, first, last)
         entry = NewEntry(kind, proposal.content, proposal.date, provenance, supersedes)
         scope = {"tenant_id": proposal.tenant_id, "scope_key": proposal.user_key}
-        try:
-            if entry.provenance is None:
-                await self._memory.append(**scope, entries=[entry])
-            else:  # a crash after the write and before `written`: not written twice
-                await self._memory.append_once(**scope, entry=entry)
-        except MemoryUnavailable:
-            await self._proposals.reopen(proposal)  # to be answered again, nothing lost
-            raise
+        if entry.provenance is None:
+            await self._memory.append(**scope, entries=[entry])
+        else:  # a crash after the write and before `written`: not written twice
+            await self._memory.append_once(**scope, entry=entry)
         await self._proposals.mark_written(proposal, now=self._clock())
 
     async def _person(self, tenant_id: str, user_key: str) -> list[str]:

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
 from sqlalchemy import delete, select, update
+from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from backend.errors import Conflict, NotFound, TallyError
@@ -52,6 +53,13 @@ class LinkCodeOwn(Conflict):
 
     def __init__(self) -> None:
         super().__init__("this code was asked for here: send it from your other account")
+
+
+class LinkRaced(Conflict):
+    code = "link_conflict"
+
+    def __init__(self) -> None:
+        super().__init__("this account was being linked elsewhere at the same moment: try again")
 
 
 class NotLinked(NotFound):
@@ -136,7 +144,14 @@ class IdentityRepository:
 
     async def redeem(self, *, tenant_id: str, user_key: str, code: str, now: datetime) -> str:
         """Link `user_key` with the identity that asked for `code`, in one transaction that
-        also journals the memory moves it calls for; the person they are now."""
+        also journals the memory moves it calls for; the person they are now. Two links of one
+        identity at the same moment: one is LinkRaced, and its code stays unused."""
+        try:
+            return await self._redeem(tenant_id, user_key, code, now)
+        except IntegrityError as exc:
+            raise LinkRaced() from exc
+
+    async def _redeem(self, tenant_id: str, user_key: str, code: str, now: datetime) -> str:
         async with self._db.write() as conn:
             row = (
                 await conn.execute(

@@ -20,7 +20,7 @@ from backend.memory.entries import NewEntry, Provenance
 from backend.providers.scripted import ScriptedProvider, ScriptedToolCalls
 from backend.storage.database import Database
 from backend.storage.tables import memory_entries, overflow_jobs, pending_memory
-from tests.conftest import make_settings, serve
+from tests.conftest import fill, make_settings, serve
 from tests.fakes.summarizer import EchoSummarizer
 from tests.prompt_text import prompt_text
 
@@ -255,3 +255,40 @@ async def test_a_summary_step_retried_after_a_crash_proposes_its_range_once(
         ]
         waiting = await proposals(client)
     assert first.id == again.id and [p["id"] for p in waiting] == [first.id]
+
+
+async def test_an_approval_memory_cannot_take_is_kept_to_answer_or_write_later(
+    small_disk: Path, database_url: str, tmp_path: Path
+) -> None:
+    settings = confirming(database_url, tmp_path, path=str(small_disk / "MEMORY.md")).model_copy(
+        update={"data_dir": str(small_disk)}
+    )
+    provider = ScriptedProvider(replies=["ok"])
+    app = create_app(settings, provider=provider)
+    async with serve(app) as client:
+        provider.push(remember("Ada keeps bees"), "Shall I?", remember("Ada hates figs"), "And?")
+        await send(client, "I keep bees")
+        await send(client, "I hate figs")
+        bees, figs = await proposals(client)
+        filler = fill(small_disk)
+        refused = await decide(client, bees["id"], True)
+        still = await proposals(client)
+        database: Database = app.state.services.database
+        async with database.write() as conn:  # as a crash between approval and write leaves it
+            await conn.execute(
+                pending_memory.update()
+                .where(pending_memory.c.id == int(figs["id"]))
+                .values(status="approved", decided_at=datetime.now(UTC))
+            )
+    async with serve(create_app(settings, provider=provider)) as client:  # still full
+        waiting = await memory_text(client)
+    filler.unlink()
+    async with serve(create_app(settings, provider=provider)) as client:
+        written = await memory_text(client)
+        approved = await decide(client, bees["id"], True)
+        both = await memory_text(client)
+    assert refused.status_code == 503 and refused.json()["error"]["code"] == "memory_write_failed"
+    assert [p["id"] for p in still] == [bees["id"], figs["id"]]  # it can be answered again
+    assert "figs" not in waiting and "Ada hates figs" in written  # written once space is back
+    assert approved.status_code == 200
+    assert both.count("Ada keeps bees") == 1 and both.count("Ada hates figs") == 1
