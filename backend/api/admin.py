@@ -3,14 +3,17 @@ own tenant). Another tenant's id answers exactly like an id that does not exist.
 
 from __future__ import annotations
 
+from dataclasses import asdict
 from datetime import UTC, datetime
-from typing import Any
+from typing import Annotated, Any
 
-from fastapi import APIRouter, Response
+from fastapi import APIRouter, Query, Response
 
 from backend.api.auth import AdminDep, Forbidden
 from backend.api.deps import ChannelsDep, ServicesDep
 from backend.api.schemas import (
+    AuditEntryPublic,
+    AuditList,
     KeyCreate,
     KeyCreated,
     KeyList,
@@ -97,6 +100,12 @@ async def create_tenant_route(
         overrides=body.settings,
     )
     await _run_bots(services, channels, tenant)
+    await services.audit.record(
+        tenant_id=tenant.id,
+        actor_key_id=admin.key_id,
+        action="tenant.create",
+        detail={"settings": sorted(body.settings)},
+    )
     return tenant_public(tenant)
 
 
@@ -130,6 +139,13 @@ async def update_tenant(
     await _run_bots(services, channels, tenant)
     if body.disabled:
         services.authenticator.notice_revocation()  # its turns in flight end now
+    action = "tenant.update"
+    if body.disabled is not None:
+        action = "tenant.disable" if body.disabled else "tenant.enable"
+    changed = {"renamed": body.name is not None, "settings": sorted(body.settings or {})}
+    await services.audit.record(
+        tenant_id=tenant.id, actor_key_id=admin.key_id, action=action, detail=changed
+    )
     return tenant_public(tenant)
 
 
@@ -140,6 +156,13 @@ async def create_key_route(
     own_tenant(admin, tenant_id)
     record, key = await create_key(
         services.tenants, services.api_keys, tenant_id=tenant_id, scope=body.scope, label=body.label
+    )
+    await services.audit.record(  # the key by id: its secret is shown once, never kept
+        tenant_id=tenant_id,
+        actor_key_id=admin.key_id,
+        action="key.create",
+        target=record.id,
+        detail={"scope": record.scope, "label": record.label},
     )
     return KeyCreated(**key_public(record).model_dump(), key=key)
 
@@ -155,6 +178,27 @@ async def list_keys(tenant_id: str, services: ServicesDep, admin: AdminDep) -> K
 @router.delete("/keys/{key_id}", status_code=204)
 async def revoke_key(key_id: str, services: ServicesDep, admin: AdminDep) -> Response:
     tenant_id = None if admin.is_operator else admin.tenant_id
-    await services.api_keys.revoke(key_id=key_id, tenant_id=tenant_id)
+    owner = await services.api_keys.revoke(key_id=key_id, tenant_id=tenant_id)
     services.authenticator.notice_revocation()  # its turns in flight end now
+    await services.audit.record(
+        tenant_id=owner, actor_key_id=admin.key_id, action="key.revoke", target=key_id
+    )
     return Response(status_code=204)
+
+
+@router.get("/audit")
+async def read_audit(
+    services: ServicesDep,
+    admin: AdminDep,
+    tenant_id: Annotated[str | None, Query(max_length=64)] = None,
+    limit: Annotated[int, Query(ge=1, le=500)] = 100,
+    before_id: Annotated[int | None, Query(ge=1)] = None,
+) -> AuditList:
+    """What administrators did, newest first: the operator sees every tenant's (or the one
+    named), a tenant's admin key its own tenant's only (another named: none)."""
+    if not admin.is_operator:
+        if tenant_id not in (None, admin.tenant_id):
+            return AuditList(entries=[])
+        tenant_id = admin.tenant_id
+    found = await services.audit.entries(tenant_id=tenant_id, limit=limit, before_id=before_id)
+    return AuditList(entries=[AuditEntryPublic(**asdict(entry)) for entry in found])

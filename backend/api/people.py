@@ -105,4 +105,7 @@ async def remove_link(
 ) -> Response:
     own_tenant(admin, tenant_id)
     await services.linking.unlink(tenant_id=tenant_id, user_key=user)
+    await services.audit.record(
+        tenant_id=tenant_id, actor_key_id=admin.key_id, action="link.remove", target=user
+    )
     return Response(status_code=204)

@@ -247,6 +247,20 @@ class KeyList(BaseModel):
     keys: list[KeyPublic]
 
 
+class AuditEntryPublic(BaseModel):
+    id: int
+    tenant_id: str
+    actor: str  # "operator", or "admin key <label> (<key id>)"
+    action: str  # tenant.create, tenant.update, tenant.disable, tenant.enable, key.create, ...
+    target: str
+    detail: dict[str, Any]
+    created_at: datetime
+
+
+class AuditList(BaseModel):
+    entries: list[AuditEntryPublic]
+
+
 class UsageDayPublic(BaseModel):
     tenant_id: str
     day: date

@@ -15,6 +15,7 @@ from backend.memory.base import MemoryStore
 from backend.memory.proposals import MemoryProposals
 from backend.providers.outcomes import ProviderOutcomes
 from backend.settings import Settings
+from backend.storage.audit import AuditLog
 from backend.storage.database import Database
 from backend.storage.messages import MessageRepository
 from backend.storage.overflow_jobs import OverflowJobRepository
@@ -46,5 +47,6 @@ class Services:
     memory_health: MemoryHealth
     linking: Linking  # one person across channels
     proposals: MemoryProposals  # lines waiting for a person's confirmation
+    audit: AuditLog  # what administrators did
     provider_outcomes: ProviderOutcomes = field(default_factory=ProviderOutcomes)
     mcp: McpServers = field(default_factory=McpServers)  # every tenant's MCP connections

@@ -1,4 +1,5 @@
-"""`tally tenants create | list | disable` and `tally keys create | list | revoke`."""
+"""`tally tenants create | list | disable` and `tally keys create | list | revoke`; each change
+is in the audit log as the operator's."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from contextlib import asynccontextmanager
 from datetime import UTC, datetime
 
 from backend.settings import Settings
+from backend.storage.audit import AuditLog
 from backend.storage.database import open_database
 from backend.storage.migrate import migrate
 from backend.storage.tenants import ApiKeyRepository, TenantRepository
@@ -18,21 +20,27 @@ from backend.tenancy.admin import create_key, create_tenant
 @asynccontextmanager
 async def _repositories(
     settings: Settings,
-) -> AsyncIterator[tuple[TenantRepository, ApiKeyRepository]]:
+) -> AsyncIterator[tuple[TenantRepository, ApiKeyRepository, AuditLog]]:
     database = open_database(settings.database)
     try:
         await migrate(database)
-        yield TenantRepository(database), ApiKeyRepository(database)
+        yield TenantRepository(database), ApiKeyRepository(database), AuditLog(database)
     finally:
         await database.dispose()
 
 
 async def run_tenants_command(settings: Settings, args: argparse.Namespace) -> int:
-    async with _repositories(settings) as (tenants, _):
+    async with _repositories(settings) as (tenants, _, audit):
         if args.action == "create":
             overrides = json.loads(args.settings) if args.settings else {}
             tenant = await create_tenant(
                 tenants, settings, tenant_id=args.tenant_id, name=args.name, overrides=overrides
+            )
+            await audit.record(
+                tenant_id=tenant.id,
+                actor_key_id=None,
+                action="tenant.create",
+                detail={"settings": sorted(overrides)},
             )
             print(f"created tenant {tenant.id} ({tenant.name})")
         elif args.action == "list":
@@ -41,15 +49,23 @@ async def run_tenants_command(settings: Settings, args: argparse.Namespace) -> i
                 print(f"{tenant.id}\t{state}\t{tenant.name}")
         else:
             await tenants.update(tenant_id=args.tenant_id, disabled_at=datetime.now(UTC))
+            await audit.record(tenant_id=args.tenant_id, actor_key_id=None, action="tenant.disable")
             print(f"disabled tenant {args.tenant_id}: its keys stop working now")
     return 0
 
 
 async def run_keys_command(settings: Settings, args: argparse.Namespace) -> int:
-    async with _repositories(settings) as (tenants, keys):
+    async with _repositories(settings) as (tenants, keys, audit):
         if args.action == "create":
             record, key = await create_key(
                 tenants, keys, tenant_id=args.target, scope=args.scope, label=args.label
+            )
+            await audit.record(
+                tenant_id=record.tenant_id,
+                actor_key_id=None,
+                action="key.create",
+                target=record.id,
+                detail={"scope": record.scope, "label": record.label},
             )
             print(f"{record.id} ({record.scope}) for tenant {record.tenant_id}:")
             print(key)
@@ -60,6 +76,9 @@ async def run_keys_command(settings: Settings, args: argparse.Namespace) -> int:
                 used = record.last_used_at.isoformat() if record.last_used_at else "never"
                 print(f"{record.id}\t{record.scope}\t{state}\tlast used {used}\t{record.label}")
         else:
-            await keys.revoke(key_id=args.target)
+            owner = await keys.revoke(key_id=args.target)
+            await audit.record(
+                tenant_id=owner, actor_key_id=None, action="key.revoke", target=args.target
+            )
             print(f"revoked {args.target}")
     return 0

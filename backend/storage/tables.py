@@ -272,3 +272,19 @@ pending_memory = Table(
     Index("ix_pending_memory_user", "tenant_id", "user_key", "status"),
     sqlite_autoincrement=True,
 )
+
+# What administrators did (DESIGN: the operator's console): who (the operator, or an admin key
+# by label and id), what, to which tenant, when. Never a secret: a key is named by its id.
+audit_log = Table(
+    "audit_log",
+    metadata,
+    Column("id", Id, primary_key=True, autoincrement=True),
+    Column("tenant_id", String(64), nullable=False),  # the tenant acted on
+    Column("actor", String(300), nullable=False),
+    Column("action", String(64), nullable=False),  # tenant.create, key.revoke, ...
+    Column("target", String(200), nullable=False, default=""),  # a key id, a user key
+    Column("detail", JSON, nullable=False, default=dict),
+    Column("created_at", Timestamp, nullable=False),
+    Index("ix_audit_log_tenant", "tenant_id", "id"),
+    sqlite_autoincrement=True,
+)

@@ -171,17 +171,19 @@ class ApiKeyRepository:
             )
             return [_key(row) for row in rows]
 
-    async def revoke(self, *, key_id: str, tenant_id: str | None = None) -> None:
-        """Revoke a key (the admin names any key; a tenant only its own)."""
+    async def revoke(self, *, key_id: str, tenant_id: str | None = None) -> str:
+        """Revoke a key (the admin names any key; a tenant only its own); the key's tenant."""
         where = [api_keys.c.id == key_id, api_keys.c.revoked_at.is_(None)]
         if tenant_id is not None:
             where.append(api_keys.c.tenant_id == tenant_id)
         async with self._db.write() as conn:
+            owner = await conn.scalar(select(api_keys.c.tenant_id).where(*where))
             result = await conn.execute(
                 update(api_keys).where(*where).values(revoked_at=datetime.now(UTC))
             )
-        if result.rowcount == 0:
+        if result.rowcount == 0 or owner is None:
             raise ApiKeyNotFound(f"no active key {key_id!r}")
+        return str(owner)
 
     async def touch(self, *, key_id: str, at: datetime) -> None:
         async with self._db.write() as conn:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sqlite3
 from pathlib import Path
 
 from tests.cli.runner import config, tally
@@ -38,3 +39,13 @@ def test_tenants_and_keys_from_the_command_line(tmp_path: Path) -> None:
     assert "revoked" in tally("--config", path, "keys", "list", "acme").stdout
     assert "disabled" in tally("--config", path, "tenants", "disable", "acme").stdout
     assert "acme\tdisabled" in tally("--config", path, "tenants", "list").stdout
+    with sqlite3.connect(tmp_path / "t.db") as db:  # each change in the audit log, no secret
+        logged = db.execute("SELECT actor, action, target, detail FROM audit_log ORDER BY id")
+        audit = [tuple(row) for row in logged]
+    assert [row[:3] for row in audit] == [
+        ("operator", "tenant.create", ""),
+        ("operator", "key.create", key_id),
+        ("operator", "key.revoke", key_id),
+        ("operator", "tenant.disable", ""),
+    ]
+    assert plain not in repr(audit)

@@ -110,6 +110,7 @@ LIST_PROBES: dict[str, Callable[[str], list[dict[str, str]]]] = {
     "/v1/models": lambda _: [{}],
     "/api/people/links": lambda victim: [{"user": f"{victim}-user"}],
     "/api/memory/proposals": lambda victim: [{"user": f"{victim}-user"}],
+    "/api/admin/audit": lambda victim: [{}, {"tenant_id": victim}],
 }
 
 # Writes without an id in the path, each probed by `probe_writes` (the people routes, with
