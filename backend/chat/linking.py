@@ -16,8 +16,7 @@ from datetime import datetime, timedelta
 
 from backend.chat.runtime import RuntimeRegistry
 from backend.domain.clock import utc_now
-from backend.errors import Conflict
-from backend.memory.base import MemoryUnavailable
+from backend.errors import Conflict, TallyError
 from backend.memory.linked_scopes import PersonalMemory, move_entries
 from backend.storage.identities import Identity, IdentityRepository, LinkCode
 
@@ -78,7 +77,13 @@ class Linking:
         moves are done. One memory cannot take now stays journaled for the next try (the
         next link, or the next start): the link holds meanwhile, and nothing is lost."""
         done = 0
+        stopped: set[str] = set()  # a tenant's moves run in order: after one fails, none
         for move in await self._identities.memory_moves(tenant_id=tenant_id):
+            if move.tenant_id in stopped:
+                continue
+            if not await self._identities.claim_move(move, now=self._clock()):
+                stopped.add(move.tenant_id)  # another process runs this tenant's moves now
+                continue
             try:
                 moved = await move_entries(
                     self._memory.store,
@@ -86,8 +91,10 @@ class Linking:
                     from_scope=move.from_scope,
                     into_scope=move.into_scope,
                 )
-            except MemoryUnavailable as exc:
+            except TallyError as exc:  # memory unavailable: the move waits for the next try
                 log.warning("linking: memory not moved yet: %s", exc.message)
+                await self._identities.release_move(move)
+                stopped.add(move.tenant_id)
                 continue
             await self._identities.memory_moved(move)
             log.info("linking moved %d memory entries", moved, extra={"tenant": move.tenant_id})
@@ -95,8 +102,10 @@ class Linking:
         return done
 
     async def unlink(self, *, tenant_id: str, user_key: str) -> None:
-        """`user_key` on its own again (NotLinked if it was not linked)."""
-        await self._identities.unlink(tenant_id=tenant_id, user_key=user_key)
+        """`user_key` on its own again (NotLinked if it was not linked); the one identity an
+        unlink leaves alone gets the person's memory back."""
+        await self._identities.unlink(tenant_id=tenant_id, user_key=user_key, now=self._clock())
+        await self.finish_moves(tenant_id=tenant_id)
 
     async def linked(self, *, tenant_id: str, user_key: str) -> Linked | None:
         """The person `user_key` is, with all their identities; None when not linked."""

@@ -348,12 +348,13 @@ class OverflowWorker:
         )
         if self._confirmation is not None and job.scope_key:
             # The range is distilled once either way: the job ends here, its line waits for
-            # the person's answer (proposed once per range, also when this step is retried).
+            # the person's answer (proposed once per job, also when this step is retried).
             await self._confirmation.propose(
                 tenant_id=job.tenant_id,
                 user_key=job.scope_key,
                 session_id=job.session_id,
                 entry=line,
+                job_id=job.id,
             )
             return None
         entry = await self._memory.append_once(

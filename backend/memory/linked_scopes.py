@@ -9,9 +9,10 @@ the next call in any other. The tenant's scope ("") has no person and costs no l
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Sequence
 
-from backend.memory.base import MemoryStore
+from backend.memory.base import MemoryEntryNotFound, MemoryStore
 from backend.memory.entries import MemoryDocument, MemoryEntry, NewEntry
 from backend.storage.identities import IdentityRepository, person_scope
 
@@ -87,6 +88,9 @@ async def move_entries(
                 await store.append(tenant_id=tenant_id, scope_key=into_scope, entries=[copy])
             else:
                 await store.append_once(tenant_id=tenant_id, scope_key=into_scope, entry=copy)
+            arrived.add((entry.date, content))  # a line the scope holds twice arrives once
             moved += 1
-        await store.delete(tenant_id=tenant_id, scope_key=from_scope, entry_id=entry.id)
+        # Gone already: a line the scope held twice can take its twin's id once one is deleted.
+        with contextlib.suppress(MemoryEntryNotFound):
+            await store.delete(tenant_id=tenant_id, scope_key=from_scope, entry_id=entry.id)
     return moved

@@ -38,8 +38,16 @@ class MemoryProposals:
         self._clock = clock
 
     async def propose(
-        self, *, tenant_id: str, user_key: str, session_id: str, entry: NewEntry, expire_s: float
+        self,
+        *,
+        tenant_id: str,
+        user_key: str,
+        session_id: str,
+        entry: NewEntry,
+        expire_s: float,
+        job_id: int | None = None,
     ) -> Proposal:
+        """Propose `entry`; `job_id`, the overflow job proposing it (once per job)."""
         now = self._clock()
         provenance = entry.provenance
         return await self._proposals.propose(
@@ -51,6 +59,7 @@ class MemoryProposals:
             message_range=None
             if provenance is None
             else (provenance.first_message_id, provenance.last_message_id),
+            job_id=job_id,
             now=now,
             expires_at=now + timedelta(seconds=expire_s),
         )
@@ -86,7 +95,7 @@ class MemoryProposals:
             try:
                 await self._write(decided)
             except MemoryUnavailable:
-                await self._proposals.reopen(decided)  # to be answered again, nothing lost
+                await self._proposals.reopen(decided, now=self._clock())  # answered again
                 raise
         return decided
 
@@ -133,7 +142,13 @@ class Confirmation:
     expire_s: float
 
     async def propose(
-        self, *, tenant_id: str, user_key: str, session_id: str, entry: NewEntry
+        self,
+        *,
+        tenant_id: str,
+        user_key: str,
+        session_id: str,
+        entry: NewEntry,
+        job_id: int | None = None,
     ) -> Proposal:
         proposal = await self.proposals.propose(
             tenant_id=tenant_id,
@@ -141,6 +156,7 @@ class Confirmation:
             session_id=session_id,
             entry=entry,
             expire_s=self.expire_s,
+            job_id=job_id,
         )
         log.info("memory line proposed", extra={"tenant": tenant_id, "session": session_id})
         return proposal

@@ -13,7 +13,7 @@ import secrets
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
-from sqlalchemy import delete, select, update
+from sqlalchemy import delete, select, text, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncConnection
 
@@ -22,6 +22,8 @@ from backend.storage.database import Database
 from backend.storage.tables import identity_links, link_codes, memory_moves
 
 PERSON_SCOPE_PREFIX = "person:"
+MOVE_LEASE = timedelta(minutes=5)  # a move's claim: a crashed process's move is retried after
+CODE_KEPT = timedelta(days=1)  # an expired code is still told apart from an unknown one
 CODE_ALPHABET = "ABCDEFGHJKMNPQRSTUVWXYZ23456789"  # no 0/O, 1/I/L: read aloud or retyped
 CODE_LENGTH = 8  # 31**8 ≈ 8.5e11 codes, against at most minutes of guessing
 
@@ -129,8 +131,13 @@ class IdentityRepository:
         raw = "".join(secrets.choice(CODE_ALPHABET) for _ in range(CODE_LENGTH))
         expires_at = now + ttl
         async with self._db.write() as conn:
-            # Codes past their time are of no use to anyone: they go as new ones come.
-            await conn.execute(delete(link_codes).where(link_codes.c.expires_at < now))
+            # Codes long past their time go as new ones come (an expired one is still told
+            # "expired" for a day).
+            await conn.execute(
+                delete(link_codes).where(
+                    link_codes.c.tenant_id == tenant_id, link_codes.c.expires_at < now - CODE_KEPT
+                )
+            )
             await conn.execute(
                 link_codes.insert().values(
                     code_hash=_hash(raw),
@@ -153,6 +160,7 @@ class IdentityRepository:
 
     async def _redeem(self, tenant_id: str, user_key: str, code: str, now: datetime) -> str:
         async with self._db.write() as conn:
+            await self._serialize_links(conn, tenant_id)
             row = (
                 await conn.execute(
                     select(link_codes).where(
@@ -196,21 +204,81 @@ class IdentityRepository:
             rows = await conn.execute(query)
             return [MemoryMove(r.id, r.tenant_id, r.from_scope, r.into_scope) for r in rows]
 
+    async def claim_move(self, move: MemoryMove, *, now: datetime) -> bool:
+        """Whether this process may run `move` now: no other one holds it."""
+        free = memory_moves.c.claimed_until.is_(None) | (memory_moves.c.claimed_until < now)
+        async with self._db.write() as conn:
+            claimed = await conn.execute(
+                update(memory_moves)
+                .where(memory_moves.c.tenant_id == move.tenant_id, memory_moves.c.id == move.id)
+                .where(free)
+                .values(claimed_until=now + MOVE_LEASE)
+            )
+        return claimed.rowcount == 1
+
+    async def release_move(self, move: MemoryMove) -> None:
+        """A move that failed, free for the next try at once."""
+        async with self._db.write() as conn:
+            await conn.execute(
+                update(memory_moves)
+                .where(memory_moves.c.tenant_id == move.tenant_id, memory_moves.c.id == move.id)
+                .values(claimed_until=None)
+            )
+
     async def memory_moved(self, move: MemoryMove) -> None:
         async with self._db.write() as conn:
-            await conn.execute(delete(memory_moves).where(memory_moves.c.id == move.id))
-
-    async def unlink(self, *, tenant_id: str, user_key: str) -> None:
-        """`user_key` is on its own again; NotLinked when it was not linked."""
-        async with self._db.write() as conn:
-            removed = await conn.execute(
-                delete(identity_links).where(
-                    identity_links.c.tenant_id == tenant_id,
-                    identity_links.c.user_key == user_key,
+            await conn.execute(
+                delete(memory_moves).where(
+                    memory_moves.c.tenant_id == move.tenant_id, memory_moves.c.id == move.id
                 )
             )
-            if removed.rowcount == 0:
+
+    async def unlink(self, *, tenant_id: str, user_key: str, now: datetime) -> None:
+        """`user_key` is on its own again; NotLinked when it was not linked. The person's
+        memory stays with the identities left; when one is left, it is no person any more and
+        that memory moves back to it (journaled, as a link's)."""
+        async with self._db.write() as conn:
+            await self._serialize_links(conn, tenant_id)
+            mine = identity_links.c.tenant_id == tenant_id
+            person = await conn.scalar(
+                select(identity_links.c.person_id).where(
+                    mine, identity_links.c.user_key == user_key
+                )
+            )
+            if person is None:
                 raise NotLinked()
+            await conn.execute(
+                delete(identity_links).where(mine, identity_links.c.user_key == user_key)
+            )
+            left = list(
+                await conn.scalars(
+                    select(identity_links.c.user_key).where(
+                        mine, identity_links.c.person_id == person
+                    )
+                )
+            )
+            if len(left) <= 1:  # no person any more: the one identity left takes its memory
+                heir = left[0] if left else user_key
+                await conn.execute(
+                    delete(identity_links).where(mine, identity_links.c.user_key == heir)
+                )
+                await conn.execute(
+                    memory_moves.insert().values(
+                        tenant_id=tenant_id,
+                        from_scope=person_scope(person),
+                        into_scope=heir,
+                        created_at=now,
+                    )
+                )
+
+    async def _serialize_links(self, conn: AsyncConnection, tenant_id: str) -> None:
+        """One link or unlink of a tenant at a time on PostgreSQL (SQLite writes one at a
+        time anyway): two at once could read a person the other is merging away."""
+        if not self._db.is_sqlite:
+            await conn.execute(
+                text("SELECT pg_advisory_xact_lock(hashtext(:key))"),
+                {"key": f"tally-links:{tenant_id}"},
+            )
 
     async def identities(self, *, tenant_id: str, person_id: str | None = None) -> list[Identity]:
         """The tenant's linked identities (of one person, when named), a person's together."""

@@ -3,8 +3,8 @@
 A proposal is `pending` until its person approves it, discards it, or lets it expire. An
 approval is claimed in one statement (a second answer, here or in another process, finds it
 decided) and marked `written` once the line is in memory: one approved but not written was
-interrupted, and is written at the next start. A summarizer's proposal is unique per range, so
-a summary retried after a crash proposes its line once.
+interrupted, and is written at the next start. A summarizer's proposal is unique per overflow
+job, so a summary retried after a crash proposes its line once.
 """
 
 from __future__ import annotations
@@ -105,15 +105,17 @@ class PendingMemoryRepository:
         source: str,
         content: str,
         message_range: tuple[int, int] | None,
+        job_id: int | None,
         now: datetime,
         expires_at: datetime,
     ) -> Proposal:
-        """Keep a proposal; for a range proposed before (a retried summary), that one."""
+        """Keep a proposal; for a job that proposed before (retried after a crash), that one."""
         first, last = message_range or (None, None)
         values = {
             "tenant_id": tenant_id,
             "user_key": user_key,
             "session_id": session_id,
+            "job_id": job_id,
             "source": source,
             "content": content,
             "first_message_id": first,
@@ -129,15 +131,13 @@ class PendingMemoryRepository:
                 row = (
                     await conn.execute(select(pending_memory).where(pending_memory.c.id == new_id))
                 ).one()
-        except IntegrityError:  # this range's line was proposed already
+        except IntegrityError:  # this job's line was proposed already
             async with self._db.read() as conn:
                 row = (
                     await conn.execute(
                         select(pending_memory).where(
                             pending_memory.c.tenant_id == tenant_id,
-                            pending_memory.c.session_id == session_id,
-                            pending_memory.c.first_message_id == first,
-                            pending_memory.c.last_message_id == last,
+                            pending_memory.c.job_id == job_id,
                         )
                     )
                 ).one()
@@ -197,22 +197,33 @@ class PendingMemoryRepository:
             raise ProposalDecided(latest.status)
         return await self.get(tenant_id=tenant_id, proposal_id=proposal_id)
 
-    async def reopen(self, proposal: Proposal) -> None:
-        """An approval whose line could not be written waits for an answer again."""
+    async def reopen(self, proposal: Proposal, *, now: datetime) -> None:
+        """An approval whose line could not be written waits for an answer again: asked
+        again, with its whole time to answer from now."""
         async with self._db.write() as conn:
             await conn.execute(
                 update(pending_memory)
                 .where(
-                    pending_memory.c.id == int(proposal.id), pending_memory.c.status == "approved"
+                    pending_memory.c.tenant_id == proposal.tenant_id,
+                    pending_memory.c.id == int(proposal.id),
+                    pending_memory.c.status == "approved",
                 )
-                .values(status="pending", decided_at=None)
+                .values(
+                    status="pending",
+                    decided_at=None,
+                    announced_at=None,
+                    expires_at=now + (proposal.expires_at - proposal.created_at),
+                )
             )
 
     async def mark_written(self, proposal: Proposal, *, now: datetime) -> None:
         async with self._db.write() as conn:
             await conn.execute(
                 update(pending_memory)
-                .where(pending_memory.c.id == int(proposal.id))
+                .where(
+                    pending_memory.c.tenant_id == proposal.tenant_id,
+                    pending_memory.c.id == int(proposal.id),
+                )
                 .values(written_at=now)
             )
 
@@ -230,12 +241,15 @@ class PendingMemoryRepository:
         """`user_key`'s pending proposals not yet asked in a chat, each now marked asked (a
         chat asks each once)."""
         found = await self.pending(tenant_id=tenant_id, user_keys=[user_key], now=now)
+        if not found:  # the common case, every bot turn: no write transaction
+            return []
         asked: list[Proposal] = []
         async with self._db.write() as conn:
             for proposal in found:
                 claimed = await conn.execute(
                     update(pending_memory)
                     .where(
+                        pending_memory.c.tenant_id == tenant_id,
                         pending_memory.c.id == int(proposal.id),
                         pending_memory.c.announced_at.is_(None),
                     )

@@ -243,11 +243,13 @@ memory_moves = Table(
     Column("from_scope", String(200), nullable=False),
     Column("into_scope", String(200), nullable=False),
     Column("created_at", Timestamp, nullable=False),
+    Column("claimed_until", Timestamp),  # while a process moves it: one at a time
     sqlite_autoincrement=True,
 )
 
 # Memory lines proposed to a person (`memory.confirm_writes`): written into memory only once
-# the person approves. A summarizer's proposal carries its range, once per range.
+# the person approves. A summarizer's proposal carries its range, once per overflow job (a job
+# retried after a crash proposes once; a range distilled again after a revert is a new job).
 pending_memory = Table(
     "pending_memory",
     metadata,
@@ -255,6 +257,7 @@ pending_memory = Table(
     Column("tenant_id", String(64), nullable=False),
     Column("user_key", String(200), nullable=False),  # the identity it was said by
     Column("session_id", String(36), nullable=False),
+    Column("job_id", BigInteger),  # the overflow job that proposed it; None: memory_write
     Column("source", String(200), nullable=False),  # the kind: auto-overflow, telegram:..., ...
     Column("content", Text, nullable=False),
     Column("first_message_id", BigInteger),  # with the last: a summarizer's range
@@ -266,9 +269,7 @@ pending_memory = Table(
     Column("decided_at", Timestamp),
     Column("written_at", Timestamp),  # into memory, after the approval
     Column("announced_at", Timestamp),  # asked in the person's chat
-    UniqueConstraint(
-        "tenant_id", "session_id", "first_message_id", "last_message_id", name="uq_pending_range"
-    ),
+    UniqueConstraint("job_id", name="uq_pending_job"),
     Index("ix_pending_memory_user", "tenant_id", "user_key", "status"),
     sqlite_autoincrement=True,
 )

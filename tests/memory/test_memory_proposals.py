@@ -239,7 +239,7 @@ async def test_bad_answers_are_refused_and_change_nothing(
     assert [p["id"] for p in still] == [proposal["id"]] and entries == []
 
 
-async def test_a_summary_step_retried_after_a_crash_proposes_its_range_once(
+async def test_a_summary_step_retried_after_a_crash_proposes_its_line_once(
     database_url: str, tmp_path: Path
 ) -> None:
     app = create_app(confirming(database_url, tmp_path), provider=ScriptedProvider())
@@ -247,14 +247,20 @@ async def test_a_summary_step_retried_after_a_crash_proposes_its_range_once(
         session = (await send(client, "hello"))["session_id"]
         line = NewEntry("auto-overflow", "user said: hello", provenance=Provenance(session, 1, 2))
         proposals_service = app.state.services.proposals
-        first, again = [
+        first, again, redone = [  # the job's step retried; the range distilled again (revert)
             await proposals_service.propose(
-                tenant_id="default", user_key=ADA, session_id=session, entry=line, expire_s=60
+                tenant_id="default",
+                user_key=ADA,
+                session_id=session,
+                entry=line,
+                expire_s=60,
+                job_id=job_id,
             )
-            for _ in range(2)
+            for job_id in (7, 7, 8)
         ]
         waiting = await proposals(client)
-    assert first.id == again.id and [p["id"] for p in waiting] == [first.id]
+    assert first.id == again.id != redone.id
+    assert [p["id"] for p in waiting] == [first.id, redone.id]
 
 
 async def test_an_approval_memory_cannot_take_is_kept_to_answer_or_write_later(
@@ -292,3 +298,33 @@ async def test_an_approval_memory_cannot_take_is_kept_to_answer_or_write_later(
     assert "figs" not in waiting and "Ada hates figs" in written  # written once space is back
     assert approved.status_code == 200
     assert both.count("Ada keeps bees") == 1 and both.count("Ada hates figs") == 1
+
+
+async def test_a_reverted_approved_line_is_proposed_again_when_its_turns_leave_again(
+    database_url: str, tmp_path: Path
+) -> None:
+    summarizer = EchoSummarizer()
+    app = create_app(
+        confirming(database_url, tmp_path),
+        provider=ScriptedProvider(replies=["ok"]),
+        summarizer_provider=summarizer,
+    )
+    async with serve(app) as client:
+        session = None
+        for n in range(3):
+            session = (await send(client, f"fact number {n}", session_id=session))["session_id"]
+            await app.state.services.runtimes.wait_idle()
+        (first,) = await proposals(client)
+        assert (await decide(client, first["id"], True)).status_code == 200
+        (entry,) = (await client.get("/api/memory", params={"user": ADA})).json()["entries"]
+        reverted = await client.post(
+            f"/api/memory/entries/{entry['id']}/revert", params={"user": ADA}
+        )
+        gone = await memory_text(client)
+        await send(client, "one more", session_id=session)  # the turns leave the window again
+        await app.state.services.runtimes.wait_idle()
+        again = await proposals(client)
+    assert reverted.status_code == 200, reverted.text
+    assert "fact number 0" not in gone
+    assert [p["content"] for p in again if "fact number 0" in p["content"]]  # not lost
+    assert all(p["id"] != first["id"] for p in again)

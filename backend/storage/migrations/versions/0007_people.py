@@ -47,6 +47,7 @@ def upgrade() -> None:
         sa.Column("from_scope", sa.String(200), nullable=False),
         sa.Column("into_scope", sa.String(200), nullable=False),
         sa.Column("created_at", sa.DateTime(timezone=True), nullable=False),
+        sa.Column("claimed_until", sa.DateTime(timezone=True)),
         sqlite_autoincrement=True,
     )
     op.create_table(
@@ -55,6 +56,7 @@ def upgrade() -> None:
         sa.Column("tenant_id", sa.String(64), nullable=False),
         sa.Column("user_key", sa.String(200), nullable=False),
         sa.Column("session_id", sa.String(36), nullable=False),
+        sa.Column("job_id", sa.BigInteger()),
         sa.Column("source", sa.String(200), nullable=False),
         sa.Column("content", sa.Text(), nullable=False),
         sa.Column("first_message_id", sa.BigInteger()),
@@ -65,13 +67,7 @@ def upgrade() -> None:
         sa.Column("decided_at", sa.DateTime(timezone=True)),
         sa.Column("written_at", sa.DateTime(timezone=True)),
         sa.Column("announced_at", sa.DateTime(timezone=True)),
-        sa.UniqueConstraint(
-            "tenant_id",
-            "session_id",
-            "first_message_id",
-            "last_message_id",
-            name="uq_pending_range",
-        ),
+        sa.UniqueConstraint("job_id", name="uq_pending_job"),
         sqlite_autoincrement=True,
     )
     op.create_index("ix_pending_memory_user", "pending_memory", ["tenant_id", "user_key", "status"])
