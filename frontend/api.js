@@ -140,7 +140,7 @@ export const api = {
   memoryProposals: () => json("GET", `/api/memory/proposals${asUser()}`),
   /** Remember (written at once) or discard a proposed line; answers the decided proposal. */
   decideProposal: (id, approved) =>
-    json("POST", `/api/memory/proposals/${enc(id)}/decision`, { approved }),
+    json("POST", `/api/memory/proposals/${enc(id)}/decision`, withUser({ approved })),
 
   /** A one-time code (`{code, expires_at}`) another account sends back as `/link CODE`. */
   linkCode: () => json("POST", "/api/people/link-codes", { user: endUser() }),

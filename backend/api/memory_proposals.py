@@ -37,6 +37,9 @@ class ProposalList(BaseModel):
 
 class ProposalDecision(BaseModel):
     approved: bool
+    user: EndUser | None = Field(
+        None, description="the person answering: then only a proposal to them (else 404)"
+    )
 
 
 def proposal_public(proposal: Proposal) -> ProposalPublic:
@@ -71,6 +74,6 @@ async def decide_proposal(
 ) -> ProposalPublic:
     """Approve (the line is written now) or discard; 409 once answered, 410 once expired."""
     decided = await services.proposals.decide(
-        tenant_id=tenant_id, proposal_id=proposal_id, approve=body.approved
+        tenant_id=tenant_id, proposal_id=proposal_id, approve=body.approved, user_key=body.user
     )
     return proposal_public(decided)

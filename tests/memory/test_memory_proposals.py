@@ -226,6 +226,10 @@ async def test_bad_answers_are_refused_and_change_nothing(
         await send(client, "I keep bees")
         (proposal,) = await proposals(client)
         unknown = await decide(client, "999999", True)
+        bobs_answer = await client.post(
+            f"/api/memory/proposals/{proposal['id']}/decision",
+            json={"approved": True, "user": "bob"},
+        )
         not_a_number = await decide(client, "bees", True)
         no_body = await client.post(f"/api/memory/proposals/{proposal['id']}/decision", json={})
         no_user = await client.get("/api/memory/proposals")
@@ -235,6 +239,7 @@ async def test_bad_answers_are_refused_and_change_nothing(
             entries = list(await conn.execute(select(memory_entries)))
     assert unknown.status_code == 404 and unknown.json()["error"]["code"] == "proposal_not_found"
     assert not_a_number.status_code == 404
+    assert bobs_answer.status_code == 404  # named, only the person it is about answers it
     assert no_body.status_code == 422 and no_user.status_code == 422
     assert [p["id"] for p in still] == [proposal["id"]] and entries == []
 
