@@ -95,17 +95,13 @@ async def create_tenant_route(
     tenant = await create_tenant(
         services.tenants,
         services.settings,
+        services.audit,
         tenant_id=body.id,
         name=body.name,
         overrides=body.settings,
+        actor_key_id=admin.key_id,
     )
     await _run_bots(services, channels, tenant)
-    await services.audit.record(
-        tenant_id=tenant.id,
-        actor_key_id=admin.key_id,
-        action="tenant.create",
-        detail={"settings": sorted(body.settings)},
-    )
     return tenant_public(tenant)
 
 
@@ -155,14 +151,13 @@ async def create_key_route(
 ) -> KeyCreated:
     own_tenant(admin, tenant_id)
     record, key = await create_key(
-        services.tenants, services.api_keys, tenant_id=tenant_id, scope=body.scope, label=body.label
-    )
-    await services.audit.record(  # the key by id: its secret is shown once, never kept
+        services.tenants,
+        services.api_keys,
+        services.audit,
         tenant_id=tenant_id,
+        scope=body.scope,
+        label=body.label,
         actor_key_id=admin.key_id,
-        action="key.create",
-        target=record.id,
-        detail={"scope": record.scope, "label": record.label},
     )
     return KeyCreated(**key_public(record).model_dump(), key=key)
 

@@ -34,13 +34,13 @@ async def run_tenants_command(settings: Settings, args: argparse.Namespace) -> i
         if args.action == "create":
             overrides = json.loads(args.settings) if args.settings else {}
             tenant = await create_tenant(
-                tenants, settings, tenant_id=args.tenant_id, name=args.name, overrides=overrides
-            )
-            await audit.record(
-                tenant_id=tenant.id,
+                tenants,
+                settings,
+                audit,
+                tenant_id=args.tenant_id,
+                name=args.name,
+                overrides=overrides,
                 actor_key_id=None,
-                action="tenant.create",
-                detail={"settings": sorted(overrides)},
             )
             print(f"created tenant {tenant.id} ({tenant.name})")
         elif args.action == "list":
@@ -58,14 +58,13 @@ async def run_keys_command(settings: Settings, args: argparse.Namespace) -> int:
     async with _repositories(settings) as (tenants, keys, audit):
         if args.action == "create":
             record, key = await create_key(
-                tenants, keys, tenant_id=args.target, scope=args.scope, label=args.label
-            )
-            await audit.record(
-                tenant_id=record.tenant_id,
+                tenants,
+                keys,
+                audit,
+                tenant_id=args.target,
+                scope=args.scope,
+                label=args.label,
                 actor_key_id=None,
-                action="key.create",
-                target=record.id,
-                detail={"scope": record.scope, "label": record.label},
             )
             print(f"{record.id} ({record.scope}) for tenant {record.tenant_id}:")
             print(key)
