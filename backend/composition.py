@@ -31,7 +31,6 @@ from backend.settings import Settings, layered_overrides, tenant_settings
 from backend.settings_errors import describe_problems
 from backend.storage.audit import AuditLog
 from backend.storage.database import open_database, pool_budget_problem
-from backend.storage.identities import IdentityRepository
 from backend.storage.migrate import migrate
 from backend.storage.tenants import ApiKeyRepository, TenantNotFound, TenantRepository
 from backend.storage.tool_conversations import ToolConversationRepository
@@ -106,7 +105,7 @@ async def build_services(
             coordinator=coordinator,
             runtimes=runtimes,
             memory_health=factory.memory_health,
-            linking=Linking(IdentityRepository(database), factory.store, runtimes, clock=clock),
+            linking=Linking(factory.store, runtimes, clock=clock),
             proposals=factory.proposals,
             audit=AuditLog(database),
             turns=turns,

@@ -113,12 +113,7 @@ class RuntimeFactory:
             sessions=SessionRepository(database),
             messages=MessageRepository(database),
             jobs=OverflowJobRepository(database),
-            proposals=MemoryProposals(
-                PendingMemoryRepository(database),
-                store,
-                IdentityRepository(database),
-                clock=clock,
-            ),
+            proposals=MemoryProposals(PendingMemoryRepository(database), store, clock=clock),
             extra_tools=extra_tools,
             provider=provider,
             summarizer_provider=summarizer_provider,

@@ -10,6 +10,7 @@ import subprocess
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -146,6 +147,16 @@ async def database_url(
 @pytest.fixture
 def sqlite_url(tmp_path: Path) -> str:
     return f"sqlite+aiosqlite:///{tmp_path / 'tally.db'}"
+
+
+class ManualClock:
+    """The time the app reads (`create_app(clock=...)`), moved by the test: `clock.now += ...`."""
+
+    def __init__(self, now: datetime = datetime(2026, 12, 3, 9, 0, tzinfo=UTC)) -> None:
+        self.now = now
+
+    def __call__(self) -> datetime:
+        return self.now
 
 
 def make_settings(database_url: str, tmp_path: Path, **overrides: Any) -> Settings:

@@ -15,8 +15,7 @@ from backend.api.admin import own_tenant
 from backend.api.auth import AdminDep, TenantDep
 from backend.api.deps import ServicesDep
 from backend.api.text_fields import EndUser
-from backend.chat.linking import Linked
-from backend.storage.identities import NotLinked
+from backend.storage.identities import NotLinked, Person
 
 router = APIRouter(tags=["people"])
 
@@ -52,8 +51,8 @@ class IdentityList(BaseModel):
     identities: list[IdentityPublic]
 
 
-def person_public(linked: Linked) -> PersonPublic:
-    return PersonPublic(person_id=linked.person_id, identities=linked.identities)
+def person_public(linked: Person) -> PersonPublic:
+    return PersonPublic(person_id=linked.id, identities=linked.identities)
 
 
 @router.post("/api/people/link-codes", status_code=201)

@@ -11,14 +11,18 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from backend.chat.runtime import RuntimeRegistry
 from backend.domain.clock import utc_now
 from backend.errors import Conflict, TallyError
 from backend.memory.linked_scopes import PersonalMemory, move_entries
-from backend.storage.identities import Identity, IdentityRepository, LinkCode
+from backend.storage.identities import (
+    Identity,
+    LinkCode,
+    NotLinked,
+    Person,
+)
 
 log = logging.getLogger(__name__)
 
@@ -35,22 +39,15 @@ class MemoryNotPersonal(Conflict):
         )
 
 
-@dataclass(frozen=True, slots=True)
-class Linked:
-    person_id: str
-    identities: list[str]  # every identity of the person, this one too
-
-
 class Linking:
     def __init__(
         self,
-        identities: IdentityRepository,
         memory: PersonalMemory,
         runtimes: RuntimeRegistry,
         *,
         clock: Callable[[], datetime] = utc_now,
     ) -> None:
-        self._identities = identities
+        self._identities = memory.identities
         self._memory = memory
         self._runtimes = runtimes
         self._clock = clock
@@ -62,15 +59,18 @@ class Linking:
             tenant_id=tenant_id, user_key=user_key, ttl=LINK_CODE_TTL, now=self._clock()
         )
 
-    async def link(self, *, tenant_id: str, user_key: str, code: str) -> Linked:
+    async def link(self, *, tenant_id: str, user_key: str, code: str) -> Person:
         """Make `user_key` and the identity that asked for `code` one person; the memory each
         kept on its own becomes the person's."""
         await self._require_personal(tenant_id)
-        person = await self._identities.redeem(
+        await self._identities.redeem(
             tenant_id=tenant_id, user_key=user_key, code=code, now=self._clock()
         )
         await self.finish_moves(tenant_id=tenant_id)
-        return await self._linked(tenant_id, person)
+        person = await self._identities.person(tenant_id=tenant_id, user_key=user_key)
+        if person is None:  # unlinked at once by another request: it is on its own
+            raise NotLinked()
+        return person
 
     async def finish_moves(self, *, tenant_id: str | None = None) -> int:
         """Move the memory links made into their people's (a tenant's, or all); how many
@@ -107,18 +107,13 @@ class Linking:
         await self._identities.unlink(tenant_id=tenant_id, user_key=user_key, now=self._clock())
         await self.finish_moves(tenant_id=tenant_id)
 
-    async def linked(self, *, tenant_id: str, user_key: str) -> Linked | None:
+    async def linked(self, *, tenant_id: str, user_key: str) -> Person | None:
         """The person `user_key` is, with all their identities; None when not linked."""
-        person = await self._identities.person_of(tenant_id=tenant_id, user_key=user_key)
-        return None if person is None else await self._linked(tenant_id, person)
+        return await self._identities.person(tenant_id=tenant_id, user_key=user_key)
 
     async def all_links(self, *, tenant_id: str) -> list[Identity]:
         """Every linked identity of the tenant, each person's together (for operators)."""
         return await self._identities.identities(tenant_id=tenant_id)
-
-    async def _linked(self, tenant_id: str, person_id: str) -> Linked:
-        found = await self._identities.identities(tenant_id=tenant_id, person_id=person_id)
-        return Linked(person_id, [identity.user_key for identity in found])
 
     async def _require_personal(self, tenant_id: str) -> None:
         runtime = await self._runtimes.get(tenant_id)

@@ -22,12 +22,12 @@ class PersonalMemory:
 
     def __init__(self, store: MemoryStore, identities: IdentityRepository) -> None:
         self.store = store  # scopes as stored: what moving memory between them needs
-        self._identities = identities
+        self.identities = identities  # who is which person: linking reads and writes it
 
     async def scope_of(self, *, tenant_id: str, scope_key: str) -> str:
         if not scope_key:
             return scope_key
-        person = await self._identities.person_of(tenant_id=tenant_id, user_key=scope_key)
+        person = await self.identities.person_of(tenant_id=tenant_id, user_key=scope_key)
         return scope_key if person is None else person_scope(person)
 
     async def read(self, *, tenant_id: str, scope_key: str) -> MemoryDocument:

@@ -17,7 +17,6 @@ from backend.domain.clock import utc_now
 from backend.memory.base import MemoryUnavailable
 from backend.memory.entries import NewEntry, Provenance, compose_source, split_supersedes
 from backend.memory.linked_scopes import PersonalMemory
-from backend.storage.identities import IdentityRepository
 from backend.storage.pending_memory import PendingMemoryRepository, Proposal, ProposalNotFound
 
 log = logging.getLogger(__name__)
@@ -28,13 +27,12 @@ class MemoryProposals:
         self,
         proposals: PendingMemoryRepository,
         memory: PersonalMemory,
-        identities: IdentityRepository,
         *,
         clock: Callable[[], datetime] = utc_now,
     ) -> None:
         self._proposals = proposals
         self._memory = memory
-        self._identities = identities
+        self._identities = memory.identities
         self._clock = clock
 
     async def propose(
@@ -127,11 +125,9 @@ class MemoryProposals:
         await self._proposals.mark_written(proposal, now=self._clock())
 
     async def _person(self, tenant_id: str, user_key: str) -> list[str]:
-        person = await self._identities.person_of(tenant_id=tenant_id, user_key=user_key)
-        if person is None:
-            return [user_key]
-        found = await self._identities.identities(tenant_id=tenant_id, person_id=person)
-        return [identity.user_key for identity in found]
+        """The identities of the person `user_key` is (itself alone, when not linked)."""
+        person = await self._identities.person(tenant_id=tenant_id, user_key=user_key)
+        return [user_key] if person is None else person.identities
 
 
 @dataclass(frozen=True, slots=True)

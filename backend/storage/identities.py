@@ -88,6 +88,12 @@ class MemoryMove:
 
 
 @dataclass(frozen=True, slots=True)
+class Person:
+    id: str
+    identities: list[str]  # every identity of the person (user keys)
+
+
+@dataclass(frozen=True, slots=True)
 class Identity:
     user_key: str
     person_id: str
@@ -125,6 +131,24 @@ class IdentityRepository:
             )
         return None if found is None else str(found)
 
+    async def person(self, *, tenant_id: str, user_key: str) -> Person | None:
+        """The person `user_key` is, with all their identities; None when it is not linked."""
+        mine = identity_links.c.tenant_id == tenant_id
+        async with self._db.read() as conn:
+            person = await conn.scalar(
+                select(identity_links.c.person_id).where(
+                    mine, identity_links.c.user_key == user_key
+                )
+            )
+            if person is None:
+                return None
+            keys = await conn.scalars(
+                select(identity_links.c.user_key)
+                .where(mine, identity_links.c.person_id == person)
+                .order_by(identity_links.c.linked_at, identity_links.c.user_key)
+            )
+            return Person(str(person), list(keys))
+
     async def issue_code(
         self, *, tenant_id: str, user_key: str, ttl: timedelta, now: datetime
     ) -> LinkCode:
@@ -149,16 +173,16 @@ class IdentityRepository:
             )
         return LinkCode(f"{raw[:4]}-{raw[4:]}", expires_at)
 
-    async def redeem(self, *, tenant_id: str, user_key: str, code: str, now: datetime) -> str:
+    async def redeem(self, *, tenant_id: str, user_key: str, code: str, now: datetime) -> None:
         """Link `user_key` with the identity that asked for `code`, in one transaction that
-        also journals the memory moves it calls for; the person they are now. Two links of one
-        identity at the same moment: one is LinkRaced, and its code stays unused."""
+        also journals the memory moves it calls for. Two links of one identity at the same
+        moment: one is LinkRaced, and its code stays unused."""
         try:
-            return await self._redeem(tenant_id, user_key, code, now)
+            await self._redeem(tenant_id, user_key, code, now)
         except IntegrityError as exc:
             raise LinkRaced() from exc
 
-    async def _redeem(self, tenant_id: str, user_key: str, code: str, now: datetime) -> str:
+    async def _redeem(self, tenant_id: str, user_key: str, code: str, now: datetime) -> None:
         async with self._db.write() as conn:
             await self._serialize_links(conn, tenant_id)
             row = (
@@ -193,7 +217,6 @@ class IdentityRepository:
                         created_at=now,
                     )
                 )
-            return person
 
     async def memory_moves(self, *, tenant_id: str | None = None) -> list[MemoryMove]:
         """The moves not done yet (a tenant's, or every tenant's), in the order journaled."""
@@ -280,14 +303,13 @@ class IdentityRepository:
                 {"key": f"tally-links:{tenant_id}"},
             )
 
-    async def identities(self, *, tenant_id: str, person_id: str | None = None) -> list[Identity]:
-        """The tenant's linked identities (of one person, when named), a person's together."""
-        query = select(identity_links).where(identity_links.c.tenant_id == tenant_id)
-        if person_id is not None:
-            query = query.where(identity_links.c.person_id == person_id)
+    async def identities(self, *, tenant_id: str) -> list[Identity]:
+        """The tenant's linked identities, each person's together."""
         async with self._db.read() as conn:
             rows = await conn.execute(
-                query.order_by(
+                select(identity_links)
+                .where(identity_links.c.tenant_id == tenant_id)
+                .order_by(
                     identity_links.c.person_id,
                     identity_links.c.linked_at,
                     identity_links.c.user_key,

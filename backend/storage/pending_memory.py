@@ -9,6 +9,7 @@ job, so a summary retried after a crash proposes its line once.
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -195,7 +196,7 @@ class PendingMemoryRepository:
             if latest.status == "expired":
                 raise ProposalExpired()
             raise ProposalDecided(latest.status)
-        return await self.get(tenant_id=tenant_id, proposal_id=proposal_id)
+        return dataclasses.replace(found, status=status)  # what was claimed: no read again
 
     async def reopen(self, proposal: Proposal, *, now: datetime) -> None:
         """An approval whose line could not be written waits for an answer again: asked

@@ -5,7 +5,7 @@ what was remembered; bad input is refused with nothing changed."""
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 from pathlib import Path
 
 import httpx
@@ -13,20 +13,8 @@ import pytest
 
 from backend.app import create_app
 from backend.providers.scripted import ScriptedProvider
-from tests.conftest import fill, make_settings, serve
+from tests.conftest import ManualClock, fill, make_settings, serve
 from tests.prompt_text import prompt_text
-
-START = datetime(2026, 12, 3, 9, 0, tzinfo=UTC)
-
-
-class Clock:
-    """The time the app reads, moved by the test."""
-
-    def __init__(self) -> None:
-        self.now = START
-
-    def __call__(self) -> datetime:
-        return self.now
 
 
 async def code_for(client: httpx.AsyncClient, user: str) -> str:
@@ -96,7 +84,7 @@ async def test_linking_moves_both_memories_into_the_persons_and_unlinking_starts
 async def test_a_code_is_refused_when_reused_expired_unknown_or_ones_own(
     database_url: str, tmp_path: Path
 ) -> None:
-    clock = Clock()
+    clock = ManualClock()
     settings = make_settings(database_url, tmp_path, memory={"scope": "user"})
     async with serve(create_app(settings, provider=ScriptedProvider(), clock=clock)) as client:
         code = await code_for(client, "ada")

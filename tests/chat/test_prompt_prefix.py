@@ -15,21 +15,11 @@ from backend.domain.requests import ChatRequest, RequestMessage
 from backend.providers.scripted import ScriptedProvider
 from backend.storage.tables import overflow_jobs
 from tests.chat.test_overflow import send
-from tests.conftest import make_settings, serve
+from tests.conftest import ManualClock, make_settings, serve
 from tests.fakes.summarizer import EchoSummarizer
 
 TURNS = 20
 TOPICS = 30  # more facts than the prompt's standing memory holds: the rest are picked per message
-
-
-@dataclasses.dataclass
-class StepClock:
-    """The time the prompt tells the model; the test moves it two minutes a turn."""
-
-    now: datetime = datetime(2026, 3, 1, 8, 0, tzinfo=UTC)
-
-    def __call__(self) -> datetime:
-        return self.now
 
 
 def without_context(messages: tuple[RequestMessage, ...]) -> tuple[RequestMessage, ...]:
@@ -55,7 +45,7 @@ async def test_each_request_starts_with_the_previous_one_until_an_eviction(
         ),
         encoding="utf-8",
     )
-    clock = StepClock()
+    clock = ManualClock(datetime(2026, 3, 1, 8, 0, tzinfo=UTC))  # two minutes a turn
     chat = ScriptedProvider(replies=["noted"])
     settings = make_settings(
         database_url,

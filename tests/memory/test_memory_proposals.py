@@ -20,19 +20,11 @@ from backend.memory.entries import NewEntry, Provenance
 from backend.providers.scripted import ScriptedProvider, ScriptedToolCalls
 from backend.storage.database import Database
 from backend.storage.tables import memory_entries, overflow_jobs, pending_memory
-from tests.conftest import fill, make_settings, serve
+from tests.conftest import ManualClock, fill, make_settings, serve
 from tests.fakes.summarizer import EchoSummarizer
 from tests.prompt_text import prompt_text
 
 ADA = "ada"
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = datetime(2026, 12, 3, 9, 0, tzinfo=UTC)
-
-    def __call__(self) -> datetime:
-        return self.now
 
 
 def confirming(database_url: str, tmp_path: Path, **memory: Any) -> Any:
@@ -90,7 +82,7 @@ async def memory_text(client: httpx.AsyncClient, user: str = ADA) -> str:
 async def test_a_proposed_line_reaches_the_prompt_only_once_approved(
     database_url: str, tmp_path: Path
 ) -> None:
-    clock = Clock()
+    clock = ManualClock()
     provider = ScriptedProvider(replies=["ok"])
     app = create_app(confirming(database_url, tmp_path), provider=provider, clock=clock)
     async with serve(app) as client:
