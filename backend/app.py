@@ -15,16 +15,20 @@ from fastapi.staticfiles import StaticFiles
 
 from backend.api import (
     admin,
+    admin_bots,
     channels,
     chat,
     docs,
     health,
     memory,
+    memory_console,
     memory_proposals,
     metrics,
     openai_compat,
+    operations,
     people,
     sessions,
+    tenant_settings,
     usage,
 )
 from backend.api.errors import install_error_handlers
@@ -32,6 +36,7 @@ from backend.api.limits import BodySizeLimit
 from backend.api.request_head import ANY_HOST, LOOPBACK_HOSTS, HostPolicy, RequestHeadCheck
 from backend.api.turn_relay import TurnRelays
 from backend.channels.bot_runner import run_bots
+from backend.chat.admin_operations import AdminOperations
 from backend.composition import ADMIN_KEY_ENV, build_services
 from backend.domain.clock import utc_now
 from backend.metrics import process_stopped
@@ -131,6 +136,7 @@ def create_app(
         ):
             app.state.services = services
             app.state.channels = channels
+            app.state.operations = operations = AdminOperations(services)
             app.state.relays = relays = TurnRelays(
                 services.coordinator.journal,
                 resume_s=settings.server.sse_resume_s,
@@ -152,6 +158,7 @@ def create_app(
             try:
                 yield
             finally:
+                await operations.aclose()
                 await relays.aclose()
                 process_stopped()
 
@@ -186,6 +193,10 @@ def _install_routes(app: FastAPI, settings: Settings) -> None:
         memory_proposals,
         people,
         admin,
+        admin_bots,
+        tenant_settings,
+        memory_console,
+        operations,
         usage,
         metrics,
         openai_compat,

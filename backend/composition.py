@@ -29,6 +29,7 @@ from backend.providers.outcomes import ProviderOutcomes
 from backend.runtime_factory import RuntimeFactory
 from backend.settings import Settings, layered_overrides, tenant_settings
 from backend.settings_errors import describe_problems
+from backend.storage.admin_operations import AdminOperationRepository
 from backend.storage.audit import AuditLog
 from backend.storage.database import open_database, pool_budget_problem
 from backend.storage.migrate import migrate
@@ -108,6 +109,7 @@ async def build_services(
             linking=Linking(factory.store, runtimes, clock=clock),
             proposals=factory.proposals,
             audit=AuditLog(database),
+            operations=AdminOperationRepository(database),
             turns=turns,
             chat=ChatService(
                 sessions=factory.sessions,

@@ -58,6 +58,13 @@ class Unauthorized(TallyError):
     status = 401
 
 
+class TenantDisabled(TallyError):
+    """A valid key of a tenant an operator disabled: refused until it is enabled again."""
+
+    code = "tenant_disabled"
+    status = 403
+
+
 class ContextTooLong(TallyError):
     """The newest user message alone does not fit the model's context budget."""
 

@@ -3,6 +3,7 @@ the providers its effective settings name."""
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -29,6 +30,7 @@ from backend.memory.file_store import FileMemoryStore
 from backend.memory.linked_scopes import PersonalMemory
 from backend.memory.proposals import Confirmation, MemoryProposals
 from backend.model_choice import DEMO_MODEL, ModelChoice, choose_model, demo_settings
+from backend.pricing import charge
 from backend.providers.base import ChatProvider
 from backend.providers.demo import DemoProvider
 from backend.providers.outcomes import ProviderOutcomes
@@ -152,7 +154,9 @@ class RuntimeFactory:
             builder=builder,
             tools=tools,
             counter=counter,
-            overflow=self._overflow_worker(settings, summarizer, budget),
+            overflow=self._overflow_worker(
+                settings, summarizer, budget, settings.summarizer.name or model.name
+            ),
             owned_providers=tuple(owned),
             memory_health=self.memory_health,
         )
@@ -234,7 +238,7 @@ class RuntimeFactory:
         )
 
     def _overflow_worker(
-        self, settings: Settings, summarizer: Summarizer, budget: Budget
+        self, settings: Settings, summarizer: Summarizer, budget: Budget, summary_model: str
     ) -> OverflowWorker:
         memory = settings.memory
         policy = OverflowPolicy(
@@ -261,4 +265,5 @@ class RuntimeFactory:
             failpoints=Failpoints.from_environment(),
             health=self.memory_health,
             confirmation=self._confirmation(settings),
+            price=functools.partial(charge, settings.pricing, summary_model),
         )

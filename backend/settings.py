@@ -24,6 +24,7 @@ from pydantic import (
 from backend.channel_settings import ChannelSettings, bot_name_problems
 from backend.coordination_settings import CoordinationSettings
 from backend.errors import ConfigError
+from backend.pricing import PricingSettings
 from backend.provider_settings import ModelRef as ModelRef
 from backend.provider_settings import ModelSettings as ModelSettings
 from backend.provider_settings import ProviderSettings as ProviderSettings
@@ -189,6 +190,7 @@ class Settings(Strict):
     compaction: CompactionSettings = CompactionSettings()
     tools: ToolSettings = ToolSettings()
     quotas: QuotaSettings = QuotaSettings()
+    pricing: PricingSettings = PricingSettings()  # the usage's estimated cost
     coordination: CoordinationSettings = CoordinationSettings()
     channels: dict[str, ChannelSettings] = Field(default_factory=dict)  # the default tenant's
     tenants: dict[str, dict[str, Any]] = Field(default_factory=dict)

@@ -59,7 +59,7 @@ async function toError(response) {
   return new ApiError(response.status, code, message, retryAfter);
 }
 
-async function send(method, path, body, { signal, extraHeaders } = {}) {
+export async function send(method, path, body, { signal, extraHeaders } = {}) {
   const init = { method, headers: headers(extraHeaders), signal };
   if (body !== undefined) {
     init.headers["Content-Type"] = "application/json";
@@ -76,7 +76,7 @@ async function send(method, path, body, { signal, extraHeaders } = {}) {
   return response;
 }
 
-async function json(method, path, body) {
+export async function json(method, path, body) {
   const response = await send(method, path, body);
   return response.status === 204 ? null : response.json();
 }

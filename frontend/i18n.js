@@ -1,6 +1,7 @@
 // Interface text in English and Chinese. Elements carry `data-i18n` (their text) and
 // `data-i18n-attr` ("attr:key;attr:key"), so switching language re-labels the page in place.
 
+import { CONSOLE_STRINGS } from "./operator/i18n_console.js";
 import { PEOPLE_STRINGS } from "./i18n_people.js";
 
 const STRINGS = {
@@ -148,6 +149,7 @@ const STRINGS = {
     renamed: "Renamed",
     deleted: "Conversation deleted",
     ...PEOPLE_STRINGS.en,
+    ...CONSOLE_STRINGS.en,
   },
   zh: {
     newChat: "新对话",
@@ -290,6 +292,7 @@ const STRINGS = {
     renamed: "已重命名",
     deleted: "对话已删除",
     ...PEOPLE_STRINGS.zh,
+    ...CONSOLE_STRINGS.zh,
   },
 };
 

@@ -56,7 +56,7 @@ def key_public(record: ApiKeyRecord) -> KeyPublic:
     )
 
 
-def _require_operator(admin: Principal) -> None:
+def require_operator(admin: Principal) -> None:
     if not admin.is_operator:
         raise Forbidden("only the operator (TALLY_ADMIN_KEY) manages tenants")
 
@@ -66,7 +66,7 @@ def own_tenant(admin: Principal, tenant_id: str) -> None:
         raise TenantNotFound(f"tenant {tenant_id!r} does not exist")
 
 
-async def _check_runtime(
+async def check_runtime(
     services: Services, channels: BotRunner, tenant_id: str, overrides: dict[str, Any]
 ) -> None:
     """Refuse settings that are invalid, that the tenant's runtime could not run with, or
@@ -79,7 +79,7 @@ async def _check_runtime(
         raise InvalidInput(exc.message, code="invalid_settings") from exc
 
 
-async def _run_bots(services: Services, channels: BotRunner, tenant: Tenant) -> None:
+async def run_bots(services: Services, channels: BotRunner, tenant: Tenant) -> None:
     """The tenant's bots as its settings now say: none while it is disabled."""
     services.runtimes.invalidate(tenant.id)
     bots = {} if tenant.is_disabled else (await services.runtimes.get(tenant.id)).settings.channels
@@ -90,8 +90,8 @@ async def _run_bots(services: Services, channels: BotRunner, tenant: Tenant) -> 
 async def create_tenant_route(
     body: TenantCreate, services: ServicesDep, channels: ChannelsDep, admin: AdminDep
 ) -> TenantPublic:
-    _require_operator(admin)
-    await _check_runtime(services, channels, body.id, body.settings)
+    require_operator(admin)
+    await check_runtime(services, channels, body.id, body.settings)
     tenant = await create_tenant(
         services.tenants,
         services.settings,
@@ -101,7 +101,7 @@ async def create_tenant_route(
         overrides=body.settings,
         actor_key_id=admin.key_id,
     )
-    await _run_bots(services, channels, tenant)
+    await run_bots(services, channels, tenant)
     return tenant_public(tenant)
 
 
@@ -122,17 +122,17 @@ async def update_tenant(
     channels: ChannelsDep,
     admin: AdminDep,
 ) -> TenantPublic:
-    _require_operator(admin)
+    require_operator(admin)
     values: dict[str, object] = {}
     if body.name is not None:
         values["name"] = body.name
     if body.settings is not None:
-        await _check_runtime(services, channels, tenant_id, body.settings)
+        await check_runtime(services, channels, tenant_id, body.settings)
         values["settings"] = body.settings
     if body.disabled is not None:
         values["disabled_at"] = datetime.now(UTC) if body.disabled else None
     tenant = await services.tenants.update(tenant_id=tenant_id, **values)
-    await _run_bots(services, channels, tenant)
+    await run_bots(services, channels, tenant)
     if body.disabled:
         services.authenticator.notice_revocation()  # its turns in flight end now
     action = "tenant.update"

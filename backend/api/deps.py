@@ -9,6 +9,7 @@ from fastapi import Depends, Request
 
 from backend.api.turn_relay import TurnRelays
 from backend.channels.bot_runner import BotRunner
+from backend.chat.admin_operations import AdminOperations
 from backend.chat.services import Services
 
 
@@ -34,3 +35,11 @@ def get_relays(request: Request) -> TurnRelays:
 
 
 RelaysDep = Annotated[TurnRelays, Depends(get_relays)]
+
+
+def get_operations(request: Request) -> AdminOperations:
+    operations: AdminOperations = request.app.state.operations
+    return operations
+
+
+OperationsDep = Annotated[AdminOperations, Depends(get_operations)]

@@ -67,12 +67,12 @@ async def health(
     latest = outcomes.latest(runtime.model.provider)
     is_provider_failing = latest is not None and not latest.is_ok
     coordination_problem = await services.coordinator.problem()
-    memory_problems = await _memory_problems(services) if database == "ok" else []
+    problems = await memory_problems(services) if database == "ok" else []
     is_ok = (
         database == "ok"
         and not is_provider_failing
         and coordination_problem is None
-        and not memory_problems
+        and not problems
     )
     return HealthPublic(
         status="ok" if is_ok else "degraded",
@@ -90,7 +90,7 @@ async def health(
         notice=demo_notice(runtime.demo_key_env, window) if runtime.is_demo else None,
         demo_key_env=runtime.demo_key_env,
         demo_window=window if runtime.is_demo else None,
-        channels=[_channel_health(s) for s in channels.statuses() if _may_see(caller, s)],
+        channels=[channel_health(s) for s in channels.statuses() if _may_see(caller, s)],
         mcp_servers=[
             McpServerHealthPublic(
                 tenant_id=c.tenant_id,
@@ -104,13 +104,13 @@ async def health(
         ],
         memory_scope=runtime.settings.memory.scope,
         confirm_writes=runtime.settings.memory.confirm_writes,
-        memory="degraded" if memory_problems else "ok",
-        memory_problem=_count(memory_problems) if memory_problems else None,
-        memory_problems=[p for p in memory_problems if _may_see_tenant(caller, p.tenant_id)],
+        memory="degraded" if problems else "ok",
+        memory_problem=_count(problems) if problems else None,
+        memory_problems=[p for p in problems if _may_see_tenant(caller, p.tenant_id)],
     )
 
 
-async def _memory_problems(services: Services) -> list[MemoryProblemPublic]:
+async def memory_problems(services: Services) -> list[MemoryProblemPublic]:
     """Summaries failing in any process (journaled in the database), and memories this
     process could not read at its last try."""
     failing = [
@@ -149,7 +149,7 @@ def _may_see_tenant(caller: Principal | None, tenant_id: str) -> bool:
     return caller.is_operator or caller.tenant_id == tenant_id
 
 
-def _channel_health(status: ChannelStatus) -> ChannelHealthPublic:
+def channel_health(status: ChannelStatus) -> ChannelHealthPublic:
     return ChannelHealthPublic(
         tenant_id=status.tenant_id,
         bot=status.bot,

@@ -2,7 +2,8 @@
 
 The turn is cancelled like any other (the words already produced are stored `incomplete`, the
 user message stays stored once), and its final event becomes `unauthorized` (401) instead of
-`cancelled`: a stream ends with an `error` event of that code, a JSON turn with a 401. The key
+`cancelled` (`tenant_disabled`, 403, when its tenant was disabled): a stream ends with an
+`error` event of that code, a JSON turn with that status. The key
 row is re-read every `auth.revocation_check_s` seconds, the way that holds across processes
 sharing the database, and at once when this process revokes the key or disables the tenant.
 """
@@ -21,12 +22,13 @@ from backend.api.auth import PrincipalDep
 from backend.api.deps import ServicesDep
 from backend.chat.turn_handle import TurnHandle
 from backend.domain.events import TurnCompleted, TurnEvent, TurnFailed
-from backend.errors import TurnCancelled, Unauthorized
+from backend.errors import TallyError, TenantDisabled, TurnCancelled
 from backend.tenancy.keys import Authenticator, Principal
 
 log = logging.getLogger(__name__)
 
 REVOKED = "the API key is no longer valid: the turn was stopped"
+DISABLED = "the tenant was disabled: the turn was stopped"
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,8 +39,8 @@ class KeyWatch:
     principal: Principal
     every_s: float
 
-    async def wait_until_revoked(self) -> None:
-        await self.authenticator.wait_until_revoked(self.principal, every_s=self.every_s)
+    async def wait_until_revoked(self) -> TallyError:
+        return await self.authenticator.wait_until_revoked(self.principal, every_s=self.every_s)
 
 
 async def key_watch(services: ServicesDep, principal: PrincipalDep) -> KeyWatch | None:
@@ -52,15 +54,17 @@ async def key_watch(services: ServicesDep, principal: PrincipalDep) -> KeyWatch 
 KeyWatchDep = Annotated[KeyWatch | None, Depends(key_watch)]
 
 
-def _is_revoked(watcher: asyncio.Task[None]) -> bool:
+def _is_revoked(watcher: asyncio.Task[TallyError]) -> bool:
     return watcher.done() and not watcher.cancelled() and watcher.exception() is None
 
 
-def _revoked_failure(event: TurnFailed) -> TurnFailed:
+def _revoked_failure(event: TurnFailed, refusal: TallyError) -> TurnFailed:
+    """The cancelled turn's end, as the reason its key stopped working."""
+    message = DISABLED if isinstance(refusal, TenantDisabled) else REVOKED
     return TurnFailed(
-        code=Unauthorized.code,
-        message=REVOKED,
-        status=Unauthorized.status,
+        code=refusal.code,
+        message=message,
+        status=refusal.status,
         incomplete_message_id=event.incomplete_message_id,
     )
 
@@ -76,7 +80,7 @@ async def events_until_revoked(
         return
     watcher = asyncio.create_task(watch.wait_until_revoked(), name=f"key watch {handle.turn_id}")
 
-    def cancel_if_revoked(task: asyncio.Task[None]) -> None:
+    def cancel_if_revoked(task: asyncio.Task[TallyError]) -> None:
         if _is_revoked(task):
             handle.cancel()
 
@@ -86,7 +90,7 @@ async def events_until_revoked(
             is_revoked = _is_revoked(watcher)
             if is_revoked and isinstance(event, TurnFailed) and event.code == TurnCancelled.code:
                 log.info("turn stopped: its API key stopped working", extra=handle.log_fields())
-                event = _revoked_failure(event)
+                event = _revoked_failure(event, watcher.result())
             elif is_revoked and not isinstance(event, TurnCompleted | TurnFailed):
                 handle.cancel()  # again: the first may have come before the model call began
             yield event

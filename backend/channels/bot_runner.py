@@ -15,13 +15,17 @@ from backend.channels.context import ChannelServices
 from backend.channels.registry import build_channel
 from backend.chat.failpoints import Failpoints
 from backend.chat.services import Services
-from backend.errors import ConfigError
+from backend.errors import ConfigError, NotFound
 from backend.settings import DEFAULT_TENANT
 from backend.storage.channel_updates import ChannelUpdateRepository
 
 log = logging.getLogger(__name__)
 
 TenantBots = dict[str, ChannelSettings]
+
+
+class BotNotFound(NotFound):
+    pass
 
 
 def bot_key_path(tenant_id: str, name: str) -> str:
@@ -81,20 +85,33 @@ class BotRunner:
                 await self._stop(tenant, name)
         for name, settings in bots.items():
             if (tenant_id, name) not in self._running:
-                channel = build_channel(tenant_id, name, settings, self._services)
-                await channel.start()
-                self._running[(tenant_id, name)] = (settings, channel)
-                log.info(
-                    "bot %s (%s, %s) started",
-                    name,
-                    settings.kind,
-                    settings.mode,
-                    extra={"tenant": tenant_id},
-                )
+                await self._start(tenant_id, name, settings)
+
+    async def restart(self, tenant_id: str, name: str) -> ChannelStatus:
+        """Stop one bot and start it again with the same settings (a connection stuck, a
+        token renewed at the platform); BotNotFound when this process does not run it."""
+        running = self._running.get((tenant_id, name))
+        if running is None:
+            raise BotNotFound(f"tenant {tenant_id!r} has no bot {name!r}")
+        await self._stop(tenant_id, name)
+        await self._start(tenant_id, name, running[0])
+        return self._running[(tenant_id, name)][1].status
 
     async def aclose(self) -> None:
         """Stop every bot at once: each gives its replies in hand the same few seconds."""
         await asyncio.gather(*(self._stop(tenant, name) for tenant, name in list(self._running)))
+
+    async def _start(self, tenant_id: str, name: str, settings: ChannelSettings) -> None:
+        channel = build_channel(tenant_id, name, settings, self._services)
+        await channel.start()
+        self._running[(tenant_id, name)] = (settings, channel)
+        log.info(
+            "bot %s (%s, %s) started",
+            name,
+            settings.kind,
+            settings.mode,
+            extra={"tenant": tenant_id},
+        )
 
     async def _stop(self, tenant_id: str, name: str) -> None:
         _, channel = self._running.pop((tenant_id, name))

@@ -24,15 +24,17 @@ from backend.chat.overflow_policy import OverflowPolicy, auto_write_range, memor
 from backend.chat.summarizer import Summarizer, SummaryOutput, raw_output
 from backend.chat.window import plan_eviction
 from backend.domain.inbound import origin_of
-from backend.domain.messages import Session, StoredMessage
+from backend.domain.messages import Session, StoredMessage, Usage
 from backend.errors import SessionNotFound, TallyError
 from backend.memory.base import MemoryEntryNotFound, MemoryStore, MemoryUnavailable
 from backend.memory.entries import MemoryEntry, NewEntry, Provenance
 from backend.memory.proposals import Confirmation
 from backend.metrics import SUMMARIZER_RUNS, TOKENS
+from backend.pricing import Charge
 from backend.storage.faults import as_storage_fault
 from backend.storage.messages import MessageRepository
 from backend.storage.overflow_jobs import JobKind, OverflowJob, OverflowJobRepository
+from backend.storage.usage import UsageDay
 
 log = logging.getLogger(__name__)
 
@@ -51,6 +53,7 @@ class OverflowWorker:
         failpoints: Failpoints,
         health: MemoryHealth | None = None,
         confirmation: Confirmation | None = None,
+        price: Callable[[Usage], Charge] = lambda _: Charge(unpriced_calls=1),
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
     ) -> None:
         self._jobs = jobs
@@ -61,6 +64,7 @@ class OverflowWorker:
         self._failpoints = failpoints
         self._health = health or MemoryHealth()
         self._confirmation = confirmation  # a person's lines proposed to them, not written
+        self._price = price  # a summary's estimated cost, at the summarizer model's prices
         self._sleep = sleep
         self._drains: dict[tuple[str, str], asyncio.Task[None]] = {}
         self._busy: set[tuple[str, str]] = set()  # drains inside a job's steps
@@ -273,11 +277,19 @@ class OverflowWorker:
             TOKENS.labels(job.tenant_id, "summarizer").inc(
                 output.usage.prompt_tokens + output.usage.completion_tokens
             )
+            priced = self._price(output.usage) if output.usage.prompt_tokens else Charge()
             await self._jobs.record_summary(
                 job,
                 summary=output.summary,
                 memory_line=output.memory_text or None,
-                tokens=output.usage.prompt_tokens + output.usage.completion_tokens,
+                usage=UsageDay(
+                    job.tenant_id,
+                    datetime.now(UTC).date(),
+                    summarizer_tokens=output.usage.prompt_tokens + output.usage.completion_tokens,
+                    summarizer_calls=1,
+                    cost_micros=priced.cost_micros,
+                    unpriced_calls=priced.unpriced_calls,
+                ),
                 supersedes=output.supersedes if output.facts else (),
             )
             self._failpoints.hit("overflow.summarized")

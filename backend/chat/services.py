@@ -11,10 +11,11 @@ from backend.chat.runtime import RuntimeRegistry
 from backend.chat.service import ChatService
 from backend.chat.turn import TurnRunner
 from backend.coordination.base import Coordinator
-from backend.memory.base import MemoryStore
+from backend.memory.linked_scopes import PersonalMemory
 from backend.memory.proposals import MemoryProposals
 from backend.providers.outcomes import ProviderOutcomes
 from backend.settings import Settings
+from backend.storage.admin_operations import AdminOperationRepository
 from backend.storage.audit import AuditLog
 from backend.storage.database import Database
 from backend.storage.messages import MessageRepository
@@ -34,7 +35,7 @@ class Services:
     sessions: SessionRepository
     messages: MessageRepository
     tool_conversations: ToolConversationRepository
-    memory: MemoryStore
+    memory: PersonalMemory  # the configured store, keyed by person
     overflow_jobs: OverflowJobRepository
     tenants: TenantRepository
     api_keys: ApiKeyRepository
@@ -48,5 +49,6 @@ class Services:
     linking: Linking  # one person across channels
     proposals: MemoryProposals  # lines waiting for a person's confirmation
     audit: AuditLog  # what administrators did
+    operations: AdminOperationRepository  # long administrative operations, their progress
     provider_outcomes: ProviderOutcomes = field(default_factory=ProviderOutcomes)
     mcp: McpServers = field(default_factory=McpServers)  # every tenant's MCP connections

@@ -29,6 +29,7 @@ from backend.domain.events import (
 from backend.domain.inbound import origin_of
 from backend.domain.messages import Session, StoredMessage, Usage, UserInput
 from backend.errors import Conflict, EmptyReply, InvalidInput, TallyError, TurnCancelled
+from backend.pricing import charge
 from backend.storage.faults import as_storage_fault
 from backend.storage.messages import MessageRepository
 from backend.storage.tool_conversations import ToolConversationRepository
@@ -320,6 +321,8 @@ class TurnRunner:
         is_complete = error is None and outcome.is_complete and bool(reply)
         stored = None
         if reply.strip():  # the user saw these words: keep them, marked if unfinished
+            # at the configured model's prices, also when a fallback answered
+            priced = charge(runtime.settings.pricing, runtime.model.name, outcome.usage)
             stored = await self._messages.add_reply(
                 tenant_id=session.tenant_id,
                 session_id=session.id,
@@ -338,6 +341,7 @@ class TurnRunner:
                     completion_tokens=outcome.usage.completion_tokens,
                     cached_tokens=outcome.usage.cached_tokens,
                     cache_write_tokens=outcome.usage.cache_write_tokens,
+                    **dataclasses.asdict(priced),
                 ),
             )
         if is_complete and stored is not None:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import hashlib
 import secrets
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 
 from sqlalchemy import delete, select, text, update
 from sqlalchemy.exc import IntegrityError
@@ -20,6 +20,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from backend.errors import Conflict, NotFound, TallyError
 from backend.storage.database import Database
 from backend.storage.tables import identity_links, link_codes, memory_moves
+from backend.storage.timestamps import aware
 
 PERSON_SCOPE_PREFIX = "person:"
 MOVE_LEASE = timedelta(minutes=5)  # a move's claim: a crashed process's move is retried after
@@ -113,10 +114,6 @@ def _hash(code: str) -> str:
     return hashlib.sha256(normalise_code(code).encode()).hexdigest()
 
 
-def _aware(value: datetime) -> datetime:
-    return value if value.tzinfo else value.replace(tzinfo=UTC)
-
-
 class IdentityRepository:
     def __init__(self, database: Database) -> None:
         self._db = database
@@ -196,7 +193,7 @@ class IdentityRepository:
                 raise LinkCodeInvalid()
             if row.used_at is not None:
                 raise LinkCodeUsed()
-            if _aware(row.expires_at) <= now:
+            if aware(row.expires_at) <= now:
                 raise LinkCodeExpired()
             if row.user_key == user_key:
                 raise LinkCodeOwn()
@@ -315,7 +312,7 @@ class IdentityRepository:
                     identity_links.c.user_key,
                 )
             )
-            return [Identity(r.user_key, r.person_id, _aware(r.linked_at)) for r in rows]
+            return [Identity(r.user_key, r.person_id, aware(r.linked_at)) for r in rows]
 
 
 async def _join(

@@ -11,11 +11,12 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any, Literal
 
-from sqlalchemy import Row, case, delete, select, update
+from sqlalchemy import Row, case, delete, func, select, update
 from sqlalchemy.exc import IntegrityError
 
 from backend.storage.database import Database
 from backend.storage.tables import messages, overflow_jobs, sessions
+from backend.storage.timestamps import aware
 from backend.storage.usage import UsageDay, add_usage
 
 JobKind = Literal["overflow", "auto"]
@@ -150,6 +151,18 @@ class OverflowJobRepository:
             )
             return [_job(row) for row in rows]
 
+    async def last_done(self) -> dict[str, datetime]:
+        """Each tenant's latest finished summary (its memory's last compaction): the
+        operator's console, which reads every tenant."""
+        latest = func.max(overflow_jobs.c.updated_at)
+        async with self._db.read() as conn:
+            rows = await conn.execute(
+                select(overflow_jobs.c.tenant_id, latest.label("at"))
+                .where(overflow_jobs.c.status == "done")
+                .group_by(overflow_jobs.c.tenant_id)
+            )
+            return {row.tenant_id: aware(row.at) for row in rows}
+
     async def sessions_with_active_jobs(self, *, unleased: bool = False) -> list[tuple[str, str]]:
         """(tenant_id, session_id) of every unfinished job: the start-up resume list; with
         `unleased`, only the jobs no live worker holds (a dead worker's lease ran out).
@@ -232,10 +245,10 @@ class OverflowJobRepository:
         *,
         summary: str,
         memory_line: str | None,
-        tokens: int,
+        usage: UsageDay,
         supersedes: tuple[str, ...] = (),
     ) -> None:
-        """Save the summary and charge its tokens to the tenant, in one transaction."""
+        """Save the summary and charge its `usage` to the tenant, in one transaction."""
         async with self._db.write() as conn:
             saved = await conn.execute(
                 update(overflow_jobs)
@@ -253,8 +266,7 @@ class OverflowJobRepository:
                 )
             )
             if saved.rowcount == 1:
-                today = datetime.now(UTC).date()
-                await add_usage(conn, UsageDay(job.tenant_id, today, summarizer_tokens=tokens))
+                await add_usage(conn, usage)
 
     async def record_failure(self, job: OverflowJob, *, error: str, retry_at: datetime) -> None:
         await self._set(

@@ -13,7 +13,7 @@ import dataclasses
 import datetime as dt
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any, Literal
 
 from sqlalchemy import Row, select, update
@@ -22,6 +22,7 @@ from sqlalchemy.exc import IntegrityError
 from backend.errors import Conflict, NotFound, TallyError
 from backend.storage.database import Database
 from backend.storage.tables import pending_memory
+from backend.storage.timestamps import aware
 
 Status = Literal["pending", "approved", "discarded", "expired"]
 
@@ -68,10 +69,6 @@ class Proposal:
         return self.created_at.date()
 
 
-def _aware(value: datetime) -> datetime:
-    return value if value.tzinfo else value.replace(tzinfo=UTC)
-
-
 def _proposal(row: Row[Any]) -> Proposal:
     return Proposal(
         id=str(row.id),
@@ -83,8 +80,8 @@ def _proposal(row: Row[Any]) -> Proposal:
         first_message_id=row.first_message_id,
         last_message_id=row.last_message_id,
         status=row.status,
-        created_at=_aware(row.created_at),
-        expires_at=_aware(row.expires_at),
+        created_at=aware(row.created_at),
+        expires_at=aware(row.expires_at),
     )
 
 

@@ -15,6 +15,7 @@ from backend.domain.messages import Session
 from backend.errors import SessionNotFound
 from backend.storage.database import Database
 from backend.storage.tables import messages, sessions, tool_conversations
+from backend.storage.timestamps import aware
 
 
 def session_from_row(row: Any) -> Session:
@@ -26,16 +27,11 @@ def session_from_row(row: Any) -> Session:
         summary=row.summary,
         window_start_id=row.window_start_id,
         memory_watermark_id=row.memory_watermark_id,
-        created_at=_aware(row.created_at),
-        updated_at=_aware(row.updated_at),
+        created_at=aware(row.created_at),
+        updated_at=aware(row.updated_at),
         external_key=row.external_key,
         user_key=row.user_key,
     )
-
-
-def _aware(value: datetime) -> datetime:
-    # SQLite hands back naive datetimes; everything stored is UTC.
-    return value if value.tzinfo else value.replace(tzinfo=UTC)
 
 
 class SessionRepository:
@@ -145,6 +141,18 @@ class SessionRepository:
         if row is None:
             raise SessionNotFound(session_id)
         return session_from_row(row)
+
+    async def user_keys(self, *, tenant_id: str, limit: int = 1000) -> list[str]:
+        """The end users (`user`) the tenant's sessions belong to, at most `limit`."""
+        async with self._db.read() as conn:
+            rows = await conn.execute(
+                select(sessions.c.user_key)
+                .where(sessions.c.tenant_id == tenant_id, sessions.c.user_key.is_not(None))
+                .distinct()
+                .order_by(sessions.c.user_key)
+                .limit(limit)
+            )
+            return [row.user_key for row in rows]
 
     async def list(
         self, *, tenant_id: str, limit: int = 50, offset: int = 0, query: str | None = None

@@ -181,6 +181,10 @@ usage = Table(
     # Of prompt_tokens: read from the vendor's prompt cache, and written to it (Anthropic).
     Column("cached_tokens", BigInteger, nullable=False, default=0, server_default="0"),
     Column("cache_write_tokens", BigInteger, nullable=False, default=0, server_default="0"),
+    Column("summarizer_calls", Integer, nullable=False, default=0, server_default="0"),
+    # Estimated at the prices configured when each call was stored (config.yaml `pricing`).
+    Column("cost_micros", BigInteger, nullable=False, default=0, server_default="0"),
+    Column("unpriced_calls", Integer, nullable=False, default=0, server_default="0"),
 )
 
 # What a chat platform delivered, kept before it is acknowledged (the webhook's 200, the
@@ -288,4 +292,23 @@ audit_log = Table(
     Column("created_at", Timestamp, nullable=False),
     Index("ix_audit_log_tenant", "tenant_id", "id"),
     sqlite_autoincrement=True,
+)
+
+# Long administrative operations (re-summarize a tenant's memory, export it): the console
+# polls their progress from any worker. `result` holds an export's document once done.
+admin_operations = Table(
+    "admin_operations",
+    metadata,
+    Column("id", String(32), primary_key=True),
+    Column("tenant_id", String(64), nullable=False),
+    Column("kind", String(32), nullable=False),  # resummarize, export
+    Column("state", String(16), nullable=False),  # running, done, failed
+    Column("done", Integer, nullable=False, default=0),
+    Column("total", Integer, nullable=False, default=0),
+    Column("message", Text, nullable=False, default=""),
+    Column("result", JSON, nullable=True),
+    Column("created_at", Timestamp, nullable=False),
+    Column("updated_at", Timestamp, nullable=False),
+    Column("finished_at", Timestamp, nullable=True),
+    Index("ix_admin_operations_tenant", "tenant_id", "created_at"),
 )

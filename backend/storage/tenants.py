@@ -7,12 +7,13 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import Row, select, update
+from sqlalchemy import ColumnElement, Row, select, update
 from sqlalchemy.exc import IntegrityError
 
 from backend.errors import Conflict, NotFound
 from backend.storage.database import Database
 from backend.storage.tables import api_keys, tenants
+from backend.storage.timestamps import aware_or_none
 
 
 class TenantNotFound(NotFound):
@@ -49,17 +50,13 @@ class ApiKeyRecord:
     revoked_at: datetime | None
 
 
-def _aware(value: datetime | None) -> datetime | None:
-    return value.replace(tzinfo=UTC) if value is not None and value.tzinfo is None else value
-
-
 def _tenant(row: Row[Any]) -> Tenant:
     return Tenant(
         id=row.id,
         name=row.name,
         settings=dict(row.settings or {}),
-        created_at=_aware(row.created_at) or datetime.now(UTC),
-        disabled_at=_aware(row.disabled_at),
+        created_at=aware_or_none(row.created_at) or datetime.now(UTC),
+        disabled_at=aware_or_none(row.disabled_at),
     )
 
 
@@ -71,9 +68,9 @@ def _key(row: Row[Any]) -> ApiKeyRecord:
         hash=row.hash,
         scope=row.scope,
         label=row.label,
-        created_at=_aware(row.created_at) or datetime.now(UTC),
-        last_used_at=_aware(row.last_used_at),
-        revoked_at=_aware(row.revoked_at),
+        created_at=aware_or_none(row.created_at) or datetime.now(UTC),
+        last_used_at=aware_or_none(row.last_used_at),
+        revoked_at=aware_or_none(row.revoked_at),
     )
 
 
@@ -150,15 +147,21 @@ class ApiKeyRepository:
     async def active_by_prefix(self, prefix: str) -> list[ApiKeyRecord]:
         """Unrevoked keys of enabled tenants with this prefix: the candidates for a request
         (the prefix is not secret; the hash decides)."""
+        return await self._unrevoked_by_prefix(prefix, tenants.c.disabled_at.is_(None))
+
+    async def disabled_by_prefix(self, prefix: str) -> list[ApiKeyRecord]:
+        """Unrevoked keys of disabled tenants with this prefix: a request with one is told
+        its tenant is disabled rather than that its key is unknown."""
+        return await self._unrevoked_by_prefix(prefix, tenants.c.disabled_at.is_not(None))
+
+    async def _unrevoked_by_prefix(
+        self, prefix: str, tenant_state: ColumnElement[bool]
+    ) -> list[ApiKeyRecord]:
         async with self._db.read() as conn:
             rows = await conn.execute(
                 select(api_keys)
                 .join(tenants, tenants.c.id == api_keys.c.tenant_id)
-                .where(
-                    api_keys.c.prefix == prefix,
-                    api_keys.c.revoked_at.is_(None),
-                    tenants.c.disabled_at.is_(None),
-                )
+                .where(api_keys.c.prefix == prefix, api_keys.c.revoked_at.is_(None), tenant_state)
             )
             return [_key(row) for row in rows]
 

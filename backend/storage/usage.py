@@ -25,6 +25,9 @@ COUNTERS = (
     "summarizer_tokens",
     "cached_tokens",
     "cache_write_tokens",
+    "summarizer_calls",
+    "cost_micros",
+    "unpriced_calls",
 )
 
 
@@ -38,6 +41,9 @@ class UsageDay:
     summarizer_tokens: int = 0
     cached_tokens: int = 0  # of prompt_tokens: read from the prompt cache
     cache_write_tokens: int = 0  # of prompt_tokens: written to the prompt cache
+    summarizer_calls: int = 0  # ranges of evicted messages summarized
+    cost_micros: int = 0  # estimated, in millionths of `pricing.currency` (backend/pricing.py)
+    unpriced_calls: int = 0  # turns and summaries of a model without a price: not in the cost
 
     @property
     def total_tokens(self) -> int:

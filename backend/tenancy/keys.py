@@ -3,8 +3,9 @@
 A key reads `tly_<prefix>_<secret>`: the prefix finds the row, the hash of the whole key must
 match. Keys carry 256 random bits, so a plain hash is as strong as a slow one here.
 
-A key stops working at once: a request after the revocation (or after its tenant was
-disabled) is a 401, and a turn in flight is ended by `wait_until_revoked`, which re-reads the
+A key stops working at once: a request after the revocation is a 401 (the same as for a key
+that never existed), after its tenant was disabled a 403 `tenant_disabled` (only the key's
+holder can learn it), and a turn in flight is ended by `wait_until_revoked`, which re-reads the
 key row periodically (several processes share the database) and at once when this process
 revoked a key or disabled a tenant.
 """
@@ -22,7 +23,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Literal
 
-from backend.errors import Unauthorized
+from backend.errors import TallyError, TenantDisabled, Unauthorized
 from backend.storage.tenants import ApiKeyRecord, ApiKeyRepository
 
 log = logging.getLogger(__name__)
@@ -71,8 +72,9 @@ def new_key(*, tenant_id: str, scope: Scope, label: str) -> tuple[ApiKeyRecord, 
 
 
 class Authenticator:
-    """Turns an `Authorization` header into a Principal, or raises Unauthorized. Every
-    failure (missing, malformed, unknown, revoked, disabled tenant) says the same thing."""
+    """Turns an `Authorization` header into a Principal, or raises Unauthorized: every
+    failure (missing, malformed, unknown, revoked) says the same thing. A valid key of a
+    disabled tenant raises TenantDisabled."""
 
     def __init__(self, keys: ApiKeyRepository, *, admin_key: str | None) -> None:
         self._keys = keys
@@ -93,24 +95,33 @@ class Authenticator:
                 await self._touch(record.id)
                 scope: Scope = "admin" if record.scope == "admin" else "chat"
                 return Principal(record.tenant_id, scope, record.id, record.prefix)
+        for record in await self._keys.disabled_by_prefix(match.group(1)):
+            if hmac.compare_digest(record.hash, digest):  # only its holder learns this
+                raise TenantDisabled(_disabled(record.tenant_id))
         raise Unauthorized(UNAUTHORIZED)
 
-    async def is_active(self, principal: Principal) -> bool:
-        """Whether the principal's key is still unrevoked and its tenant enabled (the
-        operator's key, which has no row, always is)."""
+    async def refusal(self, principal: Principal) -> TallyError | None:
+        """Why the principal's key no longer works (revoked: Unauthorized; its tenant
+        disabled: TenantDisabled), or None while it does. The operator's key, which has no
+        row, always works."""
         if principal.key_id is None or principal.key_prefix is None:
-            return True
+            return None
         candidates = await self._keys.active_by_prefix(principal.key_prefix)
-        return any(record.id == principal.key_id for record in candidates)
+        if any(record.id == principal.key_id for record in candidates):
+            return None
+        disabled = await self._keys.disabled_by_prefix(principal.key_prefix)
+        if any(record.id == principal.key_id for record in disabled):
+            return TenantDisabled(_disabled(principal.tenant_id))
+        return Unauthorized(UNAUTHORIZED)
 
     def notice_revocation(self) -> None:
         """A key was revoked or a tenant disabled in this process: turns re-check now."""
         revoked, self._revoked = self._revoked, asyncio.Event()
         revoked.set()
 
-    async def wait_until_revoked(self, principal: Principal, *, every_s: float) -> None:
-        """Return once the principal's key no longer authenticates, checked every `every_s`
-        seconds and on each `notice_revocation`; never for a key without a row."""
+    async def wait_until_revoked(self, principal: Principal, *, every_s: float) -> TallyError:
+        """Once the principal's key no longer authenticates, why (`refusal`); checked every
+        `every_s` seconds and on each `notice_revocation`; never for a key without a row."""
         if principal.key_id is None:
             await asyncio.Event().wait()
         while True:
@@ -118,10 +129,12 @@ class Authenticator:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(revoked.wait(), every_s)
             try:
-                if not await self.is_active(principal):
-                    return
+                refusal = await self.refusal(principal)
             except Exception:  # the database is busy or away: the next check tries again
                 log.warning("could not re-check an API key", exc_info=True)
+            else:
+                if refusal is not None:
+                    return refusal
 
     async def _touch(self, key_id: str) -> None:
         # last_used_at at minute resolution: a write per request would cost more than auth.
@@ -129,6 +142,10 @@ class Authenticator:
         if now - self._touched.get(key_id, datetime.min.replace(tzinfo=UTC)) >= TOUCH_EVERY:
             self._touched[key_id] = now
             await self._keys.touch(key_id=key_id, at=now)
+
+
+def _disabled(tenant_id: str) -> str:
+    return f"tenant {tenant_id!r} is disabled: its keys work again once an operator enables it"
 
 
 def _bearer(authorization: str | None) -> str:

@@ -132,7 +132,10 @@ async def test_a_disabled_tenant_and_a_revoked_key_stop_at_once(
     await client.patch(
         "/api/admin/tenants/acme", json={"disabled": True}, headers=bearer(ADMIN_KEY)
     )
-    assert (await client.get("/api/chat/sessions", headers=bearer(key["key"]))).status_code == 401
+    refused = await client.get("/api/chat/sessions", headers=bearer(key["key"]))
+    assert refused.status_code == 403 and refused.json()["error"]["code"] == "tenant_disabled"
+    guessed = key["key"][:-4] + "AAAA"  # the prefix of a disabled tenant's key, a wrong secret
+    assert (await client.get("/api/chat/sessions", headers=bearer(guessed))).status_code == 401
     await client.patch(
         "/api/admin/tenants/acme", json={"disabled": False}, headers=bearer(ADMIN_KEY)
     )

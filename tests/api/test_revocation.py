@@ -32,6 +32,9 @@ UNAUTHORIZED = {
     "code": "unauthorized",
     "message": "the API key is no longer valid: the turn was stopped",
 }
+DISABLED = {"code": "tenant_disabled", "message": "the tenant was disabled: the turn was stopped"}
+# How a turn ends, and the key's next request, when the key is revoked or its tenant disabled.
+STOPPED = {"revoke": (UNAUTHORIZED, 401), "disable_tenant": (DISABLED, 403)}
 
 
 @dataclass
@@ -122,15 +125,17 @@ async def assert_stored_once_and_incomplete(
 
 
 @pytest.mark.parametrize("stop", ["revoke", "disable_tenant"])
-async def test_a_streamed_turn_ends_unauthorized_when_its_key_stops(
-    served: Served, stop: str
-) -> None:
+async def test_a_streamed_turn_ends_when_its_key_stops(served: Served, stop: str) -> None:
+    """Revoked: 401 `unauthorized`; its tenant disabled: 403 `tenant_disabled`, mid-stream and
+    at the key's next request."""
+    ended, status = STOPPED[stop]
     names, final, session_id = await stream_until_end(served, getattr(served, stop))
     assert names[-1] == "error" and "turn.completed" not in names
-    assert {k: final[k] for k in ("code", "message")} == UNAUTHORIZED
+    assert {k: final[k] for k in ("code", "message")} == ended
     await assert_stored_once_and_incomplete(served, session_id, final)
     after = await served.client.get("/api/chat/sessions", headers=served.headers)
-    assert after.status_code == 401
+    assert after.status_code == status
+    assert after.json()["error"]["code"] == ended["code"]
 
 
 async def test_a_revocation_in_another_process_ends_the_turn_at_the_next_check(

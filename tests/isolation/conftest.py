@@ -37,6 +37,7 @@ class Tenant:
     admin_key: str = ""
     session_id: str = ""
     facade_session_id: str = ""
+    operation_id: str = ""  # an export of its memory, through the console's operations
 
     @property
     def chat(self) -> dict[str, str]:
@@ -255,6 +256,7 @@ def owned_ids(state: dict[str, Any], tenant: Tenant) -> dict[str, list[str]]:
         ],
         "api_key": [k["id"] for k in state["keys"][1]["keys"]],
         "proposal": [],  # none where memory is the tenant's: test_link_isolation.py has some
+        "operation": [tenant.operation_id],
     }
 
 
@@ -281,6 +283,15 @@ async def set_up(
     await fill(client, provider, acme, audit)
     await fill(client, provider, globex, audit, earlier=acme)
     await app.state.services.runtimes.wait_idle()
+    for tenant in (acme, globex):
+        started = await client.post(
+            f"/api/admin/tenants/{tenant.id}/operations",
+            headers=tenant.admin,
+            json={"kind": "export"},
+        )
+        assert started.status_code == 202, started.text
+        tenant.operation_id = started.json()["id"]
+    await app.state.operations.wait_idle()
     if audit.leaks:
         return acme, globex
     for tenant in (acme, globex):

@@ -55,7 +55,7 @@ HTTP_METHODS = {"GET", "PUT", "POST", "DELETE", "PATCH", "OPTIONS", "HEAD", "TRA
 class IdProbe:
     """A route taking an id of `kind`, called with another tenant's id and with random ids."""
 
-    kind: str  # session | memory_entry | tenant | api_key | turn | proposal
+    kind: str  # session | memory_entry | tenant | api_key | turn | proposal | operation
     body: dict[str, Any] | None = None
     params: dict[str, str] | None = None
 
@@ -91,6 +91,16 @@ ID_PROBES: dict[tuple[str, str], IdProbe] = {
         "tenant", params={"user": "someone"}
     ),
     ("DELETE", "/api/admin/keys/{key_id}"): IdProbe("api_key"),
+    ("GET", "/api/admin/tenants/{tenant_id}/settings"): IdProbe("tenant"),
+    ("PATCH", "/api/admin/tenants/{tenant_id}/settings"): IdProbe(
+        "tenant", {"values": {"persona.name": "taken over"}}
+    ),
+    ("GET", "/api/admin/tenants/{tenant_id}/memory"): IdProbe("tenant"),
+    ("POST", "/api/admin/tenants/{tenant_id}/operations"): IdProbe("tenant", {"kind": "export"}),
+    # the bot is named like the tenant: an unknown tenant's and another tenant's answer alike
+    ("POST", "/api/admin/tenants/{tenant_id}/bots/{bot}/restart"): IdProbe("tenant"),
+    ("GET", "/api/admin/operations/{operation_id}"): IdProbe("operation"),
+    ("GET", "/api/admin/operations/{operation_id}/result"): IdProbe("operation"),
     # Webhooks carry no API key; two tenants' bots are probed in test_channel_isolation.py.
     ("POST", "/channels/{tenant_id}/{bot_name}"): IdProbe(
         "tenant", {"update_id": 1, "message": {"message_id": 1, "text": "taken over"}}
@@ -111,6 +121,9 @@ LIST_PROBES: dict[str, Callable[[str], list[dict[str, str]]]] = {
     "/api/people/links": lambda victim: [{"user": f"{victim}-user"}],
     "/api/memory/proposals": lambda victim: [{"user": f"{victim}-user"}],
     "/api/admin/audit": lambda victim: [{}, {"tenant_id": victim}],
+    "/api/admin/usage.csv": lambda _: [{}],
+    "/api/admin/memory-health": lambda _: [{}],
+    "/api/admin/operations": lambda victim: [{}, {"tenant_id": victim}],
 }
 
 # Writes without an id in the path, each probed by `probe_writes` (the people routes, with
@@ -148,6 +161,7 @@ def random_ids(kind: str) -> list[str]:
         "api_key": [f"key_{secrets.token_hex(8)}"],
         "turn": [f"turn_{secrets.token_hex(8)}"],
         "proposal": [str(10**9 + secrets.randbelow(10**9))],
+        "operation": [secrets.token_hex(8)],
     }[kind]
 
 

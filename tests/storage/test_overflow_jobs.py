@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
+from datetime import date
 
 import pytest
 
@@ -12,6 +13,9 @@ from backend.storage.messages import MessageRepository
 from backend.storage.migrate import migrate
 from backend.storage.overflow_jobs import OverflowJobRepository
 from backend.storage.sessions import SessionRepository
+from backend.storage.usage import UsageDay
+
+SUMMARY_USAGE = UsageDay("default", date(2026, 12, 3), summarizer_tokens=10, summarizer_calls=1)
 
 
 @pytest.fixture
@@ -45,12 +49,14 @@ async def test_a_stale_worker_cannot_replay_a_finished_job(database: Database) -
     assert job is not None
     stale = job  # a second worker's copy, read while the job was pending
     assert await jobs.claim(tenant_id="default", job_id=job.id, lease_s=0)
-    await jobs.record_summary(job, summary="first summary", memory_line="fact", tokens=10)
+    await jobs.record_summary(job, summary="first summary", memory_line="fact", usage=SUMMARY_USAGE)
     await jobs.record_memory(job, memory_entry_id="e1")
     await sessions.update(tenant_id="default", session_id=session.id, summary="by hand")
     await jobs.complete(job, delete_evicted=False)
     assert not await jobs.claim(tenant_id="default", job_id=job.id, lease_s=0)
-    await jobs.record_summary(stale, summary="second summary", memory_line="fact", tokens=10)
+    await jobs.record_summary(
+        stale, summary="second summary", memory_line="fact", usage=SUMMARY_USAGE
+    )
     await jobs.record_memory(stale, memory_entry_id="e2")
     await jobs.complete(stale, delete_evicted=False)
     done = await jobs.get(tenant_id="default", job_id=job.id)
