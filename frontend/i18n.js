@@ -138,7 +138,8 @@ const STRINGS = {
     apiKey: "API key",
     signIn: "Sign in",
     keyRejected: "That key was not accepted.",
-    keyForbidden: "That is the operator key. Sign in with a tenant's key to chat.",
+    keyForbidden:
+      "That is the operator key: it opens the console at /operator/. Sign in with a tenant's key to chat.",
     signOut: "Sign out",
     themeToggle: "Switch light/dark theme",
     langToggle: "中文",
@@ -281,7 +282,7 @@ const STRINGS = {
     apiKey: "API 密钥",
     signIn: "登录",
     keyRejected: "密钥无效。",
-    keyForbidden: "这是运维管理员密钥。请使用租户的密钥登录来聊天。",
+    keyForbidden: "这是运维管理员密钥，可打开 /operator/ 控制台。请使用租户的密钥登录来聊天。",
     signOut: "退出登录",
     themeToggle: "切换浅色/深色主题",
     langToggle: "English",

@@ -81,7 +81,7 @@ class AdminOperations:
                 {
                     "user": scope or None,
                     "entries": [
-                        {"id": e.id, "date": e.date, "source": e.writer, "content": e.content}
+                        {"id": e.id, "date": str(e.date), "source": e.writer, "content": e.content}
                         for e in document.entries
                     ],
                 }

@@ -292,6 +292,9 @@ async def set_up(
         assert started.status_code == 202, started.text
         tenant.operation_id = started.json()["id"]
     await app.state.operations.wait_idle()
+    for tenant in (acme, globex):
+        done = await client.get(f"/api/admin/operations/{tenant.operation_id}", headers=OPERATOR)
+        assert done.json()["state"] == "done", done.text
     if audit.leaks:
         return acme, globex
     for tenant in (acme, globex):
