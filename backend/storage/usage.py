@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import date
+from typing import Any
 
 from sqlalchemy import select
 from sqlalchemy.dialects import postgresql, sqlite
@@ -50,17 +51,24 @@ class UsageDay:
         return self.prompt_tokens + self.completion_tokens + self.summarizer_tokens
 
 
+def _upsert(dialect: Any) -> Any:
+    """The upsert adding a day's counters, for `dialect`'s INSERT … ON CONFLICT."""
+    statement = dialect.insert(usage)
+    return statement.on_conflict_do_update(
+        index_elements=[usage.c.tenant_id, usage.c.day],
+        set_={name: usage.c[name] + statement.excluded[name] for name in COUNTERS},
+    )
+
+
+# Built once per dialect: each turn passes only its values (see messages.py).
+_UPSERTS = {"postgresql": _upsert(postgresql), "sqlite": _upsert(sqlite)}
+
+
 async def add_usage(conn: AsyncConnection, delta: UsageDay) -> None:
     """Add `delta` to its tenant's day, inside the caller's write transaction."""
     values = {"tenant_id": delta.tenant_id, "day": delta.day}
     values.update({name: getattr(delta, name) for name in COUNTERS})
-    dialect = postgresql if conn.dialect.name == "postgresql" else sqlite
-    statement = dialect.insert(usage).values(**values)
-    statement = statement.on_conflict_do_update(
-        index_elements=[usage.c.tenant_id, usage.c.day],
-        set_={name: usage.c[name] + statement.excluded[name] for name in COUNTERS},
-    )
-    await conn.execute(statement)
+    await conn.execute(_UPSERTS[conn.dialect.name], values)
 
 
 class UsageRepository:
