@@ -39,7 +39,7 @@ class TenantMemoryHealthPublic(BaseModel):
     tenant_id: str
     scope: Literal["tenant", "user"]
     memories: int = Field(description="the tenant's memory, or one per person (scope user)")
-    lines: int = Field(description="lines in all of them")
+    lines: int | None = Field(description="lines in all of them; null: one cannot be read")
     last_compaction_at: datetime | None = Field(
         description="when the summarizer last finished distilling evicted turns"
     )

@@ -12,9 +12,11 @@ from backend.api.auth import AdminDep
 from backend.api.console_schemas import MemoryHealthList, TenantMemoryHealthPublic
 from backend.api.deps import ServicesDep
 from backend.api.health import memory_problems
+from backend.api.health_schemas import MemoryProblemPublic
 from backend.api.memory import UserScope, memory_public
 from backend.api.schemas import MemoryPublic
 from backend.chat.admin_operations import memory_scopes
+from backend.memory.base import MemoryUnavailable
 
 router = APIRouter(prefix="/api/admin", tags=["admin"])
 
@@ -25,17 +27,26 @@ async def memory_health(services: ServicesDep, admin: AdminDep) -> MemoryHealthL
         tenant_ids = [t.id for t in await services.tenants.list_all()]
     else:
         tenant_ids = [admin.tenant_id]
-    problems = defaultdict(list)
+    problems: defaultdict[str, list[MemoryProblemPublic]] = defaultdict(list)
     for problem in await memory_problems(services):
         problems[problem.tenant_id].append(problem)
     compacted = await services.overflow_jobs.last_done()
     found = []
     for tenant_id in tenant_ids:
         scopes = await memory_scopes(services, tenant_id)
-        lines = 0
+        lines: int | None = 0
         for scope in scopes:
-            document = await services.memory.read(tenant_id=tenant_id, scope_key=scope)
-            lines += len(document.entries)
+            try:
+                document = await services.memory.read(tenant_id=tenant_id, scope_key=scope)
+            except MemoryUnavailable as exc:  # the view still answers, naming the memory
+                lines = None
+                problem = MemoryProblemPublic(
+                    tenant_id=tenant_id, code="memory_unreadable", reason=exc.message
+                )
+                if problem not in problems[tenant_id]:
+                    problems[tenant_id].append(problem)
+                break
+            lines = (lines or 0) + len(document.entries)
         runtime = await services.runtimes.get(tenant_id)
         found.append(
             TenantMemoryHealthPublic(

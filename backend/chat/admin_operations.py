@@ -41,7 +41,7 @@ class AdminOperations:
         return operation
 
     async def wait_idle(self) -> None:
-        """Until every operation this process started has ended (tests, and the CLI)."""
+        """Until every operation this process started has ended (tests)."""
         while self._tasks:
             await asyncio.gather(*self._tasks, return_exceptions=True)
 

@@ -101,8 +101,10 @@ class AdminOperationRepository:
         message: str,
         result: dict[str, Any] | None = None,
     ) -> None:
-        now = datetime.now(UTC)
-        await self._set(operation_id, state=state, message=message, result=result, finished_at=now)
+        values: dict[str, object] = {"state": state, "message": message}
+        if result is not None:  # never written otherwise: JSON would store None as 'null'
+            values["result"] = result
+        await self._set(operation_id, **values, finished_at=datetime.now(UTC))
 
     async def get(self, *, operation_id: str, tenant_id: str | None = None) -> Operation:
         """One operation; OperationNotFound also when it is another tenant's (`tenant_id`)."""

@@ -402,3 +402,28 @@ async def test_restarting_a_bot_that_does_not_exist_is_404(
     assert restarted.status_code == 404, restarted.text
     assert restarted.json()["error"]["code"] == "not_found"
     assert restarts == []
+
+
+async def test_an_unreadable_memory_fails_its_export_and_shows_in_memory_health(
+    database_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """acme's memory folder is a file: the export ends `failed` saying why, with no document,
+    and memory health names the problem instead of failing as a whole."""
+    async with console(database_url, tmp_path, monkeypatch) as (client, app):
+        await tenant_key(client, "acme")
+        await tenant_key(client, "globex")
+        (tmp_path / "data" / "memory").mkdir(parents=True, exist_ok=True)
+        (tmp_path / "data" / "memory" / "acme").write_text("not a folder", encoding="utf-8")
+        export = await operation(client, app, "export")
+        document = await client.get(
+            f"/api/admin/operations/{export['id']}/result", headers=OPERATOR
+        )
+        health = ok(await client.get("/api/admin/memory-health", headers=OPERATOR))
+
+    assert export["state"] == "failed" and export["result_url"] is None
+    assert "MemoryUnavailable" in export["message"], export["message"]
+    assert document.status_code == 404
+    by_tenant = {t["tenant_id"]: t for t in health["tenants"]}
+    assert by_tenant["acme"]["status"] == "degraded" and by_tenant["acme"]["lines"] is None
+    assert [p["code"] for p in by_tenant["acme"]["problems"]] == ["memory_unreadable"]
+    assert by_tenant["globex"]["status"] == "ok" and by_tenant["globex"]["lines"] == 0
