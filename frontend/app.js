@@ -350,7 +350,8 @@ async function boot() {
   } catch (err) {
     if (err.status === 401) return; // the sign-in form is up; it boots again
     if (err.status === 403 && apiKey()) {
-      signIn.show("keyForbidden"); // the operator's key manages tenants but has none to chat in
+      // a disabled tenant's key, or the operator's (it manages tenants but has none to chat in)
+      signIn.show(err.code === "tenant_disabled" ? "tenantDisabled" : "keyForbidden");
       return;
     }
     toast({ raw: `${err.code}: ${err.message}` }, { isError: true });

@@ -138,6 +138,7 @@ const STRINGS = {
     apiKey: "API key",
     signIn: "Sign in",
     keyRejected: "That key was not accepted.",
+    tenantDisabled: "This key's tenant is disabled. Ask its operator to enable it.",
     keyForbidden:
       "That is the operator key: it opens the console at /operator/. Sign in with a tenant's key to chat.",
     signOut: "Sign out",
@@ -282,6 +283,7 @@ const STRINGS = {
     apiKey: "API 密钥",
     signIn: "登录",
     keyRejected: "密钥无效。",
+    tenantDisabled: "该密钥所属的租户已停用，请联系运维启用。",
     keyForbidden: "这是运维管理员密钥，可打开 /operator/ 控制台。请使用租户的密钥登录来聊天。",
     signOut: "退出登录",
     themeToggle: "切换浅色/深色主题",

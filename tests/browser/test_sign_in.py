@@ -71,8 +71,48 @@ async def test_sign_in_with_a_real_key_chats_and_signs_out(
         assert key not in stored["local"] and stored["cookies"] == ""
         await tally.screenshot(page, "signed-in")
 
-        await page.locator("#sign-out").click()  # forgets the key: the server asks again
+        # Sign-out forgets the key and reloads; the old page may show the sign-in too (a
+        # request of its in flight answered 401), so wait for the reload itself first.
+        async with page.expect_navigation():
+            await page.locator("#sign-out").click()  # forgets the key: the server asks again
         await expect(sign_in).to_be_visible()
         await expect(sign_in.locator(".auth-problem")).to_be_hidden()
         assert await page.evaluate("() => sessionStorage.getItem('tally.apiKey')") is None
         await expect(page.get_by_test_id("session-item")).to_have_count(0)
+
+
+async def test_a_disabled_tenants_key_is_told_so(
+    browser: Browser, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A disabled tenant's key is refused with 403 `tenant_disabled`: the page says so (not
+    that the key is wrong), and the key works again once the tenant is enabled."""
+    monkeypatch.setenv("TALLY_ADMIN_KEY", ADMIN_KEY)
+    provider = ScriptedProvider(delay_s=0.01)
+    async with running_tally(browser, tmp_path, provider, auth={"mode": "keys"}) as tally:
+        operator = bearer(ADMIN_KEY)
+        await tally.client.post("/api/admin/tenants", json={"id": "acme"}, headers=operator)
+        issued = await tally.client.post(
+            "/api/admin/tenants/acme/keys", json={"scope": "chat"}, headers=operator
+        )
+        key = issued.json()["key"]
+        disabled = await tally.client.patch(
+            "/api/admin/tenants/acme", json={"disabled": True}, headers=operator
+        )
+        assert disabled.status_code == 200, disabled.text
+        page = await (await tally.new_context()).new_page()
+        await page.goto(tally.base_url)
+        sign_in = page.get_by_test_id("sign-in")
+        await sign_in.locator("input").fill(key)
+        await sign_in.locator("input").press("Enter")
+        await expect(sign_in.locator(".auth-problem")).to_have_text(
+            "This key's tenant is disabled. Ask its operator to enable it."
+        )
+        await tally.screenshot(page, "tenant-disabled")
+
+        await tally.client.patch(
+            "/api/admin/tenants/acme", json={"disabled": False}, headers=operator
+        )
+        await sign_in.locator("input").fill(key)
+        await sign_in.locator("input").press("Enter")
+        await expect(sign_in).to_be_hidden()
+        await expect(page.get_by_test_id("empty-state")).to_be_visible()
