@@ -11,7 +11,7 @@ from fastapi import APIRouter, Query, Response
 
 from backend.api.auth import AdminDep, TenantDep
 from backend.api.deps import ServicesDep
-from backend.api.schemas import UsageDayPublic, UsageList
+from backend.api.usage_schemas import UsageDayPublic, UsageList
 from backend.storage.usage import UsageDay
 
 router = APIRouter(tags=["usage"])

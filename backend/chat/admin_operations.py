@@ -117,6 +117,5 @@ class AdminOperations:
         message = f"re-summarized {found - still_raw} of {found} raw line(s)"
         if failures:
             message += "; " + "; ".join(failures[:5])
-        await repo.progress(operation.id, done=found, total=found, message="")
         is_done = not still_raw and not failures
         await repo.finish(operation.id, state="done" if is_done else "failed", message=message)

@@ -11,6 +11,7 @@ from sqlalchemy import select
 
 from backend.storage.database import Database
 from backend.storage.tables import api_keys, audit_log
+from backend.storage.timestamps import aware
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,7 +77,7 @@ class AuditLog:
                     r.action,
                     r.target,
                     dict(r.detail or {}),
-                    r.created_at if r.created_at.tzinfo else r.created_at.replace(tzinfo=UTC),
+                    aware(r.created_at),
                 )
                 for r in rows
             ]

@@ -26,6 +26,7 @@ from backend.errors import SessionNotFound
 from backend.storage.database import Database
 from backend.storage.sessions import SessionRepository
 from backend.storage.tables import messages, sessions, tool_conversations
+from backend.storage.timestamps import aware
 from backend.storage.usage import UsageDay, add_usage
 
 # Built once: a turn's writes pass only their values, so SQLAlchemy neither builds nor keys a
@@ -42,7 +43,6 @@ _TOUCH_SESSION = (
 
 
 def message_from_row(row: Row[Any]) -> StoredMessage:
-    created_at: datetime = row.created_at
     return StoredMessage(
         id=row.id,
         session_id=row.session_id,
@@ -50,7 +50,7 @@ def message_from_row(row: Row[Any]) -> StoredMessage:
         content=row.content,
         turn_id=row.turn_id,
         status=row.status,
-        created_at=created_at if created_at.tzinfo else created_at.replace(tzinfo=UTC),
+        created_at=aware(row.created_at),
         images=_images_from_parts(row.parts),
         token_count=row.token_count,
         compacted=row.compacted,

@@ -16,7 +16,7 @@ from sqlalchemy.exc import IntegrityError
 
 from backend.storage.database import Database
 from backend.storage.tables import messages, overflow_jobs, sessions
-from backend.storage.timestamps import aware
+from backend.storage.timestamps import aware, aware_or_none
 from backend.storage.usage import UsageDay, add_usage
 
 JobKind = Literal["overflow", "auto"]
@@ -46,9 +46,6 @@ class OverflowJob:
 
 
 def _job(row: Row[Any]) -> OverflowJob:
-    next_at: datetime | None = row.next_attempt_at
-    if next_at is not None and next_at.tzinfo is None:
-        next_at = next_at.replace(tzinfo=UTC)
     return OverflowJob(
         id=row.id,
         tenant_id=row.tenant_id,
@@ -65,7 +62,7 @@ def _job(row: Row[Any]) -> OverflowJob:
         memory_line=row.memory_line,
         memory_entry_id=row.memory_entry_id,
         attempts=row.attempts,
-        next_attempt_at=next_at,
+        next_attempt_at=aware_or_none(row.next_attempt_at),
         memory_supersedes=tuple(filter(None, (row.memory_supersedes or "").split(","))),
         origin=row.origin,
     )

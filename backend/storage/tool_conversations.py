@@ -11,10 +11,10 @@ from backend.domain.events import ToolCallRecord
 from backend.domain.messages import ToolConversation
 from backend.storage.database import Database
 from backend.storage.tables import tool_conversations
+from backend.storage.timestamps import aware
 
 
 def tool_conversation_from_row(row: Row[Any]) -> ToolConversation:
-    timestamp: datetime = row.timestamp
     return ToolConversation(
         id=row.id,
         session_id=row.session_id,
@@ -27,7 +27,7 @@ def tool_conversation_from_row(row: Row[Any]) -> ToolConversation:
         is_error=row.is_error,
         duration_ms=row.duration_ms,
         user_message=row.user_message,
-        timestamp=timestamp if timestamp.tzinfo else timestamp.replace(tzinfo=UTC),
+        timestamp=aware(row.timestamp),
     )
 
 

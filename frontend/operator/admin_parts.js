@@ -1,5 +1,5 @@
 // Small parts the console's admin views share: a date cell, a question asked before an action
-// that cannot be undone, and the server's refusal shown where it happened.
+// that cannot be undone, a form's submission, and the server's refusal shown where it happened.
 
 import { h } from "../dom.js";
 import { formatDateTime } from "../i18n.js";
@@ -50,6 +50,25 @@ export function showProblem(slot, err, console) {
   delete slot.dataset.i18n; // the server's words, in its language
   slot.textContent = err.message;
   slot.hidden = false;
+}
+
+/**
+ * Run `action` when `form` is submitted: its `button` disabled meanwhile, a refusal shown in
+ * `problem` (cleared at each try).
+ */
+export function onSubmit(form, { button, problem, console }, action) {
+  form.addEventListener("submit", async (event) => {
+    event.preventDefault();
+    problem.hidden = true;
+    button.disabled = true;
+    try {
+      await action();
+    } catch (err) {
+      showProblem(problem, err, console);
+    } finally {
+      button.disabled = false;
+    }
+  });
 }
 
 /** Where a refusal appears (hidden until there is one). */

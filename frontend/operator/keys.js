@@ -6,7 +6,7 @@
 
 import { json } from "../api.js";
 import { copyButton, h, toast } from "../dom.js";
-import { askFirst, problemSlot, showProblem, when } from "./admin_parts.js";
+import { askFirst, onSubmit, problemSlot, when } from "./admin_parts.js";
 
 const enc = encodeURIComponent;
 const SCOPES = ["chat", "admin"];
@@ -81,22 +81,13 @@ class KeysView {
       h("span", { t: "admIssueKey" }),
     );
     const form = h("form", { class: "op-toolbar adm-form" }, labelInput, scope, button, problem);
-    form.addEventListener("submit", async (event) => {
-      event.preventDefault();
-      problem.hidden = true;
-      button.disabled = true;
-      try {
-        const path = `/api/admin/tenants/${enc(this.tenantId)}/keys`;
-        const body = { label: labelInput.value.trim(), scope: scope.value };
-        const { key } = await json("POST", path, body);
-        form.reset();
-        this.showSecret(key);
-        await this.reload();
-      } catch (err) {
-        showProblem(problem, err, this.console);
-      } finally {
-        button.disabled = false;
-      }
+    onSubmit(form, { button, problem, console: this.console }, async () => {
+      const path = `/api/admin/tenants/${enc(this.tenantId)}/keys`;
+      const body = { label: labelInput.value.trim(), scope: scope.value };
+      const { key } = await json("POST", path, body);
+      form.reset();
+      this.showSecret(key);
+      await this.reload();
     });
     return form;
   }

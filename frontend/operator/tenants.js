@@ -4,7 +4,7 @@
 
 import { json } from "../api.js";
 import { h, toast } from "../dom.js";
-import { askFirst, problemSlot, showProblem, when } from "./admin_parts.js";
+import { askFirst, onSubmit, problemSlot, when } from "./admin_parts.js";
 import { SettingsCard } from "./tenant_settings.js";
 
 const enc = encodeURIComponent;
@@ -69,21 +69,12 @@ class TenantsView {
       h("span", { t: "admCreateTenant" }),
     );
     const form = h("form", { class: "op-toolbar adm-form" }, id, name, button, problem);
-    form.addEventListener("submit", async (event) => {
-      event.preventDefault();
-      problem.hidden = true;
-      button.disabled = true;
-      try {
-        const body = { id: id.value.trim(), name: name.value.trim(), settings: {} };
-        const tenant = await json("POST", "/api/admin/tenants", body);
-        form.reset();
-        toast(["admTenantCreated", { id: tenant.id }]);
-        await this.reload();
-      } catch (err) {
-        showProblem(problem, err, this.console);
-      } finally {
-        button.disabled = false;
-      }
+    onSubmit(form, { button, problem, console: this.console }, async () => {
+      const body = { id: id.value.trim(), name: name.value.trim(), settings: {} };
+      const tenant = await json("POST", "/api/admin/tenants", body);
+      form.reset();
+      toast(["admTenantCreated", { id: tenant.id }]);
+      await this.reload();
     });
     return form;
   }
