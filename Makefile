@@ -1,6 +1,8 @@
 # The two commands: `make run` serves Tally, `make test` checks everything.
-# Both create .venv when it is missing. `make run` installs what serving needs, `make test` the
-# test tools too; each reinstalls only when pyproject.toml changed since its own install.
+# Both create .venv when it is missing and install from the lock files in requirements/ (exact
+# versions with hashes), so a clone installs the same packages next month as today. `make run`
+# installs what serving needs, `make test` the test tools too; each reinstalls only when its lock
+# or pyproject.toml changed since its own install. `make lock` refreshes the locks (see README).
 
 PYTHON ?= python3
 VENV ?= .venv
@@ -8,23 +10,30 @@ BIN := $(VENV)/bin
 CONFIG ?= config.yaml
 PORT ?=
 HOST ?=
-PIP := $(BIN)/python -m pip install --quiet --disable-pip-version-check
+RUN_LOCK := requirements/run.txt
+DEV_LOCK := requirements/dev.txt
+INSTALL := $(BIN)/python -m pip install --quiet --disable-pip-version-check --no-deps
 # A dev install holds everything a serving one does, so it renews both stamps.
 RUN_STAMP := $(VENV)/.installed-run
 DEV_STAMP := $(VENV)/.installed-dev
 
-.PHONY: run test lint bench clean venv
+.PHONY: run test lint bench lock clean venv
 
 venv:
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "Tally needs Python 3.11 or newer")'
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 
-$(RUN_STAMP): pyproject.toml | venv
-	$(PIP) -e .
+# The checkout itself goes in last, without build isolation: hatchling comes from the lock too.
+$(RUN_STAMP): $(RUN_LOCK) pyproject.toml | venv
+	@echo "Installing Tally's locked dependencies into $(VENV) (once; about a minute on a fresh machine)"
+	$(INSTALL) --require-hashes -r $(RUN_LOCK)
+	$(INSTALL) --no-build-isolation -e .
 	@touch $(RUN_STAMP)
 
-$(DEV_STAMP): pyproject.toml | venv
-	$(PIP) -e '.[dev]'
+$(DEV_STAMP): $(DEV_LOCK) pyproject.toml | venv
+	@echo "Installing Tally's locked dependencies and test tools into $(VENV) (once; about two minutes on a fresh machine)"
+	$(INSTALL) --require-hashes -r $(DEV_LOCK)
+	$(INSTALL) --no-build-isolation -e .
 	@touch $(DEV_STAMP) $(RUN_STAMP)
 
 run: $(RUN_STAMP)
@@ -41,6 +50,14 @@ test: lint
 
 bench: $(RUN_STAMP)
 	$(BIN)/tally bench
+
+# Re-resolves the locks from pyproject.toml (and the build backend it names), keeping every pin
+# that still fits; `make lock UPGRADE=1` moves every package to its newest allowed release.
+BUILD_REQUIRES = $(BIN)/python -c 'import tomllib; print(*tomllib.load(open("pyproject.toml", "rb"))["build-system"]["requires"], sep="\n")'
+COMPILE = $(BIN)/uv pip compile pyproject.toml - --universal --python-version 3.11 --generate-hashes --quiet --custom-compile-command "make lock" $(if $(UPGRADE),--upgrade)
+lock: $(DEV_STAMP)
+	$(BUILD_REQUIRES) | $(COMPILE) -o $(RUN_LOCK)
+	$(BUILD_REQUIRES) | $(COMPILE) --extra dev -o $(DEV_LOCK)
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .import_linter_cache build dist

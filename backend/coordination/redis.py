@@ -183,7 +183,7 @@ class RedisCoordinator:
                 log.warning("coordination: not hearing cancels (%s); retrying", exc)
                 await asyncio.sleep(LISTEN_RETRY_S)
             finally:
-                await pubsub.aclose()  # type: ignore[no-untyped-call]
+                await pubsub.aclose()
 
     def _turns_key(self, tenant_id: str, session_id: str) -> str:
         return f"{self._prefix}:turns:{tenant_id}:{session_id}"
