@@ -13,10 +13,15 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-from backend.chat.corrections import SENTENCE, mentions_changed, overridden_sentences
 from backend.chat.prompts import PromptRenderer
 from backend.chat.summarizer import REPLACEABLE_FACTS, Summarizer, SummaryModel, SummaryOutput
 from backend.domain.messages import StoredMessage, Usage
+from backend.memory.corrections import (
+    SENTENCE,
+    changed_things,
+    mentions_changed,
+    overridden_sentences,
+)
 from backend.memory.entries import MAX_SUPERSEDED, MemoryEntry
 from backend.memory.relevance import current_facts
 from backend.providers.base import ChatProvider
@@ -54,7 +59,9 @@ class DemoSummarizer(Summarizer):
         facts = _facts(new, keep)
         replaced = [  # the current facts about what the user said changed
             fact.ref
-            for fact in current_facts(replaceable, limit=REPLACEABLE_FACTS)
+            for fact in current_facts(
+                replaceable, limit=REPLACEABLE_FACTS, queries=changed_things(new)
+            )
             if mentions_changed(new, fact.text)
         ]
         words = sum(len(m.content.split()) for m in messages)

@@ -22,7 +22,8 @@ from backend.memory.entries import (
     split_source,
     standard_header,
 )
-from backend.memory.relevance import rank_entries, search_terms
+from backend.memory.relevance import rank_entries
+from backend.memory.terms import search_terms
 
 ROOT = Path(__file__).resolve().parents[2]
 DAY = dt.date(2024, 5, 17)
@@ -244,12 +245,14 @@ def test_replacement_that_no_store_can_keep_is_refused(text: str) -> None:
 
 def test_search_terms_fold_case_drop_punctuation_and_split_cjk_into_bigrams() -> None:
     assert search_terms("Coffee? TEA") == ["coffee", "tea"]
+    assert search_terms("When was Jon in Paris with her?") == ["jon", "paris"]
+    assert search_terms("我们什么时候去杭州") == ["们什", "候去", "去杭", "杭州"]
     assert search_terms("北京天气") == ["北京", "京天", "天气"]
     assert search_terms("iPhone手机 猫") == ["iphone", "手机", "猫"]
     assert search_terms(" ?! ") == []
 
 
-def test_ranking_counts_matching_terms_then_prefers_newer() -> None:
+def test_ranking_weighs_rarer_terms_higher_then_prefers_newer() -> None:
     entries = [
         MemoryEntry("1", dt.date(2024, 1, 1), "web", "Likes green TEA"),
         MemoryEntry("2", dt.date(2024, 3, 1), "web", "likes coffee"),
@@ -260,9 +263,21 @@ def test_ranking_counts_matching_terms_then_prefers_newer() -> None:
 
     ranked = rank_entries(entries, "coffee tea", limit=10)
 
-    assert [entry.id for entry in ranked] == ["3", "4", "2", "1"]
-    assert [entry.id for entry in rank_entries(entries, "coffee tea", limit=2)] == ["3", "4"]
+    # tea is in two lines, coffee in three: a line with tea outranks one with coffee.
+    assert [entry.id for entry in ranked] == ["3", "1", "4", "2"]
+    assert [entry.id for entry in rank_entries(entries, "coffee tea", limit=2)] == ["3", "1"]
     assert rank_entries(entries, "", limit=10) == []
+
+
+def test_ranking_matches_whole_words_and_ignores_words_every_line_has() -> None:
+    entries = [
+        MemoryEntry("1", DAY, "web", "Jon was drinking tea in the garden"),
+        MemoryEntry("2", DAY, "web", "Jon flew to Paris in May"),
+        MemoryEntry("3", DAY, "web", "Parisa likes tea"),
+    ]
+
+    assert [e.id for e in rank_entries(entries, "When was Jon in Paris?", limit=5)] == ["2", "1"]
+    assert rank_entries(entries, "was it in there?", limit=5) == []
 
 
 def test_ranking_matches_chinese_without_spaces() -> None:

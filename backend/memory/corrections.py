@@ -1,14 +1,16 @@
 """Corrections a user makes in so many words ("my phone number is now …", "correction: my
-email is …"): what changed, and which earlier sentences of theirs it overrides. The demo
-summarizer replaces by these rules; the fidelity gate uses them so that it never asks to keep
-an identifier the user took back. English phrasing only; a model summarizer needs none of it."""
+email is …", "我的手机号改成了…", "更正：我的邮箱是…"): what changed, and which earlier
+sentences of theirs it overrides. The demo summarizer replaces by these rules; the fidelity
+gate uses them so that it never asks to keep an identifier the user took back. English and
+Chinese phrasing; a model summarizer needs none of it."""
 
 from __future__ import annotations
 
 import re
 from collections.abc import Sequence
 
-_THING = r"my ((?:[\w'-]+ ){0,3}?[\w'-]+)"
+_THING = r"(my (?:[\w'-]+ ){0,3}?[\w'-]+)"
+_THING_ZH = r"(我的[\w]{1,8}?)"  # 我的 and what follows it, up to the verb
 _CHANGED = (
     re.compile(
         rf"\b{_THING} (?:is now|is actually|(?:has )?changed(?: to)?|(?:has )?moved to"
@@ -16,13 +18,16 @@ _CHANGED = (
         re.I,
     ),
     re.compile(rf"\b(?:correction|update|these days|actually)\b[:,]?\s+{_THING} is\b", re.I),
+    re.compile(rf"{_THING_ZH}(?:现在是|其实是|已经?改成了?|改成了?|改为|换成了?|变成了?|更新为)"),
+    re.compile(rf"(?:更正|纠正|更新|其实|现在)[:：，,]?\s*{_THING_ZH}(?:是|为)"),
 )
 # A sentence ends at . ! ? followed by a space or the end: "a@example.org" is one word.
 SENTENCE = re.compile(r"(?:[^.!?。！？\n]|[.!?](?=[^\s.!?]))+[.!?。！？]*")
 
 
 def changed_things(texts: Sequence[str]) -> list[str]:
-    """What the user said changed: `phone number` of "my phone number is now …"."""
+    """What the user said changed, as they named it: `my phone number` of "my phone number is
+    now …", `我的手机号` of "我的手机号改成了…"."""
     return [
         match[1].casefold()
         for text in texts
@@ -34,7 +39,7 @@ def changed_things(texts: Sequence[str]) -> list[str]:
 def mentions_changed(texts: Sequence[str], fact: str) -> bool:
     """Whether `fact` is about something `texts` say changed."""
     folded = fact.casefold()
-    return any(f"my {thing}" in folded for thing in changed_things(texts))
+    return any(thing in folded for thing in changed_things(texts))
 
 
 def overridden_sentences(texts: Sequence[str]) -> set[str]:
@@ -44,7 +49,7 @@ def overridden_sentences(texts: Sequence[str]) -> set[str]:
     for index, sentence in enumerate(sentences):
         later = sentences[index + 1 :]
         things = changed_things(later)
-        if any(f"my {thing}" in sentence.casefold() for thing in things):
+        if any(thing in sentence.casefold() for thing in things):
             overridden.add(sentence)
     return overridden
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from backend.chat.corrections import changed_things, overridden_sentences, without_overridden
+from backend.memory.corrections import changed_things, overridden_sentences, without_overridden
 
 
 def test_the_ways_a_user_says_something_changed() -> None:
@@ -16,13 +16,26 @@ def test_the_ways_a_user_says_something_changed() -> None:
         "My cat is grey.",  # no change in it
     ]
     assert set(changed_things(said)) == {
-        "phone number",
-        "sister",
-        "dentist appointment",
-        "work email",
-        "favourite colour",
-        "address",
+        "my phone number",
+        "my sister",
+        "my dentist appointment",
+        "my work email",
+        "my favourite colour",
+        "my address",
     }
+
+
+def test_the_ways_a_user_says_in_chinese_that_something_changed() -> None:
+    said = [
+        "我的手机号改成了13912345678。",
+        "更正：我的邮箱是 wang@example.cn",
+        "我的牙医预约已经改成5月3日了",
+        "我的猫是灰色的。",  # no change in it
+    ]
+    assert set(changed_things(said)) == {"我的手机号", "我的邮箱", "我的牙医预约"}
+    told = ["我的手机号是13800000000。", "你好！", "我的手机号改成了13912345678。"]
+    assert overridden_sentences(told) == {"我的手机号是13800000000。"}
+    assert "13800000000" not in " ".join(without_overridden(told))
 
 
 def test_a_sentence_taken_back_later_is_overridden_and_its_identifiers_go_with_it() -> None:
