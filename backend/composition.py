@@ -15,6 +15,7 @@ from backend.channel_settings import ChannelSettings
 from backend.channels.bot_runner import check_bots
 from backend.chat.linking import Linking
 from backend.chat.prompts import TemplateProblem
+from backend.chat.quiet_sessions import QuietSessions
 from backend.chat.runtime import RuntimeRegistry
 from backend.chat.service import ChatService
 from backend.chat.services import Services
@@ -43,6 +44,7 @@ from backend.tools.base import Tool
 log = logging.getLogger("tally")
 
 ADMIN_KEY_ENV = "TALLY_ADMIN_KEY"
+QUIET_SWEEP_S = 60.0  # how often quiet sessions are looked for (memory.distill_quiet_after_s)
 
 
 @asynccontextmanager
@@ -121,6 +123,7 @@ async def build_services(
             ),
             provider_outcomes=outcomes,
             mcp=factory.mcp,
+            quiet_sessions=QuietSessions(factory.sessions, runtimes, clock=clock),
         )
         with_servers = [DEFAULT_TENANT] if settings.tools.mcp_servers else []
         for tenant_id in settings.tenants:  # a tenant's broken template stops start-up
@@ -136,6 +139,7 @@ async def build_services(
             log.info("start-up: wrote %d approved memory lines a crash left unwritten", written)
         resumer = SummaryResumer(factory.jobs, runtimes)
         await resumer.resume()
+        services.quiet_sessions.sweep_every(QUIET_SWEEP_S)
         await coordinator.open(turns.running.cancel, turns.running.decide)
         if not database.is_sqlite:  # one process on SQLite: its restart resumes everything
             resumer.sweep_every(settings.memory.lease_s)
@@ -143,9 +147,11 @@ async def build_services(
             yield services
         finally:
             await resumer.aclose()
+            await services.quiet_sessions.aclose()
             await services.turns.aclose()
             await runtimes.aclose()
             await factory.mcp.aclose()
+            await factory.aclose()
             await coordinator.aclose()
     finally:
         await database.dispose()
@@ -178,6 +184,7 @@ async def check_settings(settings: Settings) -> list[tuple[str, str, ChannelSett
         if problems:
             raise ConfigError(describe_problems(settings.source, problems))
     finally:
+        await factory.aclose()
         await database.dispose()
     return bots
 

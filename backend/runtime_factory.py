@@ -4,7 +4,7 @@ the providers its effective settings name."""
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -13,7 +13,7 @@ from backend.chat.budget import Budget
 from backend.chat.compiler import ModelLimits
 from backend.chat.demo_summarizer import DemoSummarizer
 from backend.chat.failpoints import Failpoints
-from backend.chat.memory_context import MemoryContext
+from backend.chat.memory_context import MemoryContext, Retrieval
 from backend.chat.memory_health import MemoryHealth
 from backend.chat.overflow import OverflowWorker
 from backend.chat.overflow_policy import OverflowPolicy
@@ -35,9 +35,13 @@ from backend.providers.base import ChatProvider
 from backend.providers.demo import DemoProvider
 from backend.providers.outcomes import ProviderOutcomes
 from backend.providers.registry import build_chat_provider
+from backend.retrieval.embedders import EmbedderPool
+from backend.retrieval.recall import Recall
 from backend.settings import ModelSettings, Settings
+from backend.storage.archive import ArchiveReader
 from backend.storage.database import Database
 from backend.storage.identities import IdentityRepository
+from backend.storage.memory_vectors import VectorRepository
 from backend.storage.messages import MessageRepository
 from backend.storage.overflow_jobs import OverflowJobRepository
 from backend.storage.pending_memory import PendingMemoryRepository
@@ -88,6 +92,7 @@ class RuntimeFactory:
     messages: MessageRepository
     jobs: OverflowJobRepository
     proposals: MemoryProposals  # confirm before remember
+    recall: Recall  # every tenant's memory indexes, in this process
     extra_tools: tuple[Tool, ...]
     provider: ChatProvider | None
     summarizer_provider: ChatProvider | None
@@ -95,6 +100,7 @@ class RuntimeFactory:
     memory_health: MemoryHealth = field(default_factory=MemoryHealth)  # one for all tenants
     clock: Callable[[], datetime] = utc_now
     mcp: McpServers = field(default_factory=McpServers)  # every tenant's MCP connections
+    embedders: EmbedderPool = field(default_factory=EmbedderPool)  # those tenants' settings name
 
     @classmethod
     def for_database(
@@ -113,9 +119,10 @@ class RuntimeFactory:
             prompts=PromptRenderer(settings.prompts_dir),
             store=store,
             sessions=SessionRepository(database),
-            messages=MessageRepository(database),
+            messages=MessageRepository(database, clock=clock),
             jobs=OverflowJobRepository(database),
             proposals=MemoryProposals(PendingMemoryRepository(database), store, clock=clock),
+            recall=Recall(archive=ArchiveReader(database), vectors=VectorRepository(database)),
             extra_tools=extra_tools,
             provider=provider,
             summarizer_provider=summarizer_provider,
@@ -196,6 +203,21 @@ class RuntimeFactory:
             extra_tools=self.extra_tools,
         )
 
+    def retrieval(self, settings: Settings) -> Retrieval:
+        """How a tenant's memory is found, with the embedder its settings name."""
+        memory = settings.memory
+        return Retrieval(
+            recall=self.recall,
+            embedder=self.embedders.get(memory.embeddings, settings.providers),
+            search_archive=memory.search_archive,
+            standing_share=memory.standing_share,
+        )
+
+    async def aclose(self) -> None:
+        """Close what every tenant's runtime shared: embedders and memory indexes."""
+        await self.embedders.aclose()
+        self.recall.close()
+
     def _confirmation(self, settings: Settings) -> Confirmation | None:
         """Where a tenant's lines about a person go first, when it confirms before remembering."""
         memory = settings.memory
@@ -219,6 +241,8 @@ class RuntimeFactory:
                 self.store,
                 counter,
                 budget_tokens=memory.prompt_budget_tokens,
+                retrieval=self.retrieval(settings),
+                scope_by_user=memory.scope == "user",
                 health=self.memory_health,
             ),
             counter=counter,
@@ -266,4 +290,11 @@ class RuntimeFactory:
             health=self.memory_health,
             confirmation=self._confirmation(settings),
             price=functools.partial(charge, settings.pricing, summary_model),
+            embed_written=functools.partial(self._embed_written, self.retrieval(settings)),
         )
+
+    async def _embed_written(
+        self, retrieval: Retrieval, tenant_id: str, scope_key: str, facts: Sequence[str]
+    ) -> None:
+        memory_key = await self.store.scope_of(tenant_id=tenant_id, scope_key=scope_key)
+        await self.recall.remember(tenant_id, memory_key, facts, retrieval.embedder)

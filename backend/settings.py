@@ -24,6 +24,9 @@ from pydantic import (
 from backend.channel_settings import ChannelSettings, bot_name_problems
 from backend.coordination_settings import CoordinationSettings
 from backend.errors import ConfigError
+from backend.memory_settings import AutoSummarizeSettings as AutoSummarizeSettings
+from backend.memory_settings import EmbeddingSettings
+from backend.memory_settings import MemorySettings as MemorySettings
 from backend.pricing import PricingSettings
 from backend.provider_settings import ModelRef as ModelRef
 from backend.provider_settings import ModelSettings as ModelSettings
@@ -140,34 +143,6 @@ class PersonaSettings(Strict):
         return value
 
 
-class AutoSummarizeSettings(Strict):
-    min_messages: int = Field(30, ge=1)
-    min_chars: int = Field(15_000, ge=1)
-
-
-class MemorySettings(Strict):
-    store: Literal["file", "database"] = "file"
-    path: str = "MEMORY.md"
-    scope: Literal["tenant", "user"] = "tenant"
-    overflow_batch: int = Field(10, ge=1)
-    delete_evicted: bool = False
-    prompt_budget_tokens: int = Field(2000, ge=0)
-    retry_base_s: float = Field(2.0, gt=0)  # first backoff of a failed summary; doubles, max 300 s
-    # A summarizer job's lease, renewed while it runs: a crashed worker's job is taken over
-    # after at most this long.
-    lease_s: float = Field(30.0, ge=1, le=600)
-    # Failed summaries of a range before it is kept as a raw line (its identifiers and where it
-    # is) for `tally memory resummarize`: the window moves on, nothing is silently lost.
-    max_summary_attempts: int = Field(6, ge=1, le=100)
-    # A range larger than this is summarized in parts; a message larger is cut in the prompt.
-    summarizer_input_tokens: int = Field(8_000, ge=500)
-    auto_summarize: AutoSummarizeSettings = AutoSummarizeSettings()
-    # With `scope: user`, lines to remember about a person are proposed to them first and
-    # written once confirmed; one unanswered for `confirm_expire_s` is dropped.
-    confirm_writes: bool = False
-    confirm_expire_s: float = Field(86_400.0, gt=0)
-
-
 class CompactionSettings(Strict):
     normal_ratio: float = Field(0.70, gt=0, le=1)
     emergency_ratio: float = Field(0.95, gt=0, le=1)
@@ -215,12 +190,23 @@ def reference_errors(settings: Settings) -> list[str]:
             for index, fallback in enumerate(settings.model.fallbacks)
         ]
     refs.append(("summarizer.provider", settings.summarizer.provider))
+    embeddings = settings.memory.embeddings
+    if isinstance(embeddings, EmbeddingSettings):
+        refs.append(("memory.embeddings.provider", embeddings.provider))
     defined = ", ".join(settings.providers) or "none"
-    return [
+    problems = [
         f"{key}: provider {name!r} is not defined under providers: (defined: {defined})"
         for key, name in refs
         if name is not None and name not in settings.providers
     ]
+    if isinstance(embeddings, EmbeddingSettings) and embeddings.provider in settings.providers:
+        kind = settings.providers[embeddings.provider].kind
+        if kind != "openai_compatible":
+            problems.append(
+                f"memory.embeddings.provider: {embeddings.provider!r} is of kind {kind}, which"
+                " has no embeddings endpoint (use an openai_compatible provider)"
+            )
+    return problems
 
 
 def load_settings(path: Path | str | None = None) -> Settings:

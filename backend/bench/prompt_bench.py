@@ -1,12 +1,14 @@
 """Prompt-build time with a large MEMORY.md: part of `tally bench`.
 
 Builds one turn's request in-process, as the server does, from a 10,000-line MEMORY.md and a
-50-message window, and reports the median and p99 over repeated builds.
+50-message window, with memory ranked by words and by the built-in embedding model, and
+reports the median and p99 over repeated builds (each for another message).
 """
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import statistics
 import tempfile
 import time
@@ -15,14 +17,20 @@ from pathlib import Path
 
 from backend.chat.budget import Budget
 from backend.chat.compiler import ModelLimits
-from backend.chat.memory_context import MemoryContext
+from backend.chat.memory_context import MemoryContext, Retrieval
 from backend.chat.prompts import PromptRenderer
 from backend.chat.request_builder import RequestBuilder, RequestSettings
 from backend.chat.tokens import TokenCounter
 from backend.domain.messages import Role, Session, StoredMessage
 from backend.memory.entries import format_line
 from backend.memory.file_store import FileMemoryStore
-from backend.settings import PersonaSettings
+from backend.retrieval.embedders import BuiltinEmbedder
+from backend.retrieval.recall import Recall
+from backend.settings import DatabaseSettings, PersonaSettings
+from backend.storage.archive import ArchiveReader
+from backend.storage.database import open_database
+from backend.storage.memory_vectors import VectorRepository
+from backend.storage.migrate import migrate
 from backend.tools.registry import ToolRegistry
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -62,12 +70,18 @@ def _window() -> list[StoredMessage]:
 async def _measure(folder: Path, builds: int) -> list[float]:
     memory_path = folder / "MEMORY.md"
     memory_path.write_text(_memory_text(), encoding="utf-8")
+    database = open_database(DatabaseSettings(url=f"sqlite+aiosqlite:///{folder / 'bench.db'}"))
+    await migrate(database)
+    recall = Recall(archive=ArchiveReader(database), vectors=VectorRepository(database))
     counter = TokenCounter("gpt-4o-mini")
     builder = RequestBuilder(
         prompts=PromptRenderer(ROOT / "prompts"),
         tools=ToolRegistry.from_names(["now"]),
         memory=MemoryContext(
-            FileMemoryStore(memory_path, folder / "data"), counter, budget_tokens=2000
+            FileMemoryStore(memory_path, folder / "data"),
+            counter,
+            budget_tokens=2000,
+            retrieval=Retrieval(recall, BuiltinEmbedder()),
         ),
         counter=counter,
         settings=RequestSettings(
@@ -89,13 +103,23 @@ async def _measure(folder: Path, builds: int) -> list[float]:
         updated_at=datetime.now(UTC),
     )
     window = _window()
-    await builder.build(session, window)  # the first build parses MEMORY.md once
-    timings = []
-    for _ in range(builds):
-        started = time.perf_counter()
-        await builder.build(session, window)
-        timings.append((time.perf_counter() - started) * 1000)
-    return timings
+    try:
+        await builder.build(session, window)  # the first build indexes MEMORY.md once
+        timings = []
+        for build in range(builds):
+            asked = dataclasses.replace(window[-1], content=_question(build))
+            started = time.perf_counter()
+            await builder.build(session, [*window[:-1], asked])
+            timings.append((time.perf_counter() - started) * 1000)
+        return timings
+    finally:
+        recall.close()
+        await database.dispose()
+
+
+def _question(build: int) -> str:
+    topic = TOPICS[build % len(TOPICS)]
+    return f"What did I say about {topic} and the detail numbered {build * 7 % 70_000}?"
 
 
 def measure_prompt_build(builds: int = 100) -> dict[str, float]:

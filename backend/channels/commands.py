@@ -236,6 +236,12 @@ class Commands:
         return CommandReply(HELP.format(persona=runtime.settings.persona.name))
 
     async def _new(self, chat: ChatRef) -> CommandReply:
+        left = await self._services.sessions.find(
+            tenant_id=chat.tenant_id, channel=chat.channel, external_key=chat.external_key
+        )
+        if left is not None:  # what it said since memory last took it in reaches memory now
+            runtime = await self._services.runtimes.get(chat.tenant_id)
+            runtime.overflow.distill_tail(left)
         await self._services.sessions.detach(
             tenant_id=chat.tenant_id, channel=chat.channel, external_key=chat.external_key
         )

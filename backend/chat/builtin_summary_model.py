@@ -29,6 +29,7 @@ SUMMARY_HEADINGS = ("# Previous summary", "# 之前的摘要")
 NO_SUMMARY = ("(none)", "（无）")
 _MESSAGE = re.compile(r"^\[(new|known)\] (user|assistant): (.*)$")
 _REPLACEABLE = re.compile(r"^\[(L\d+)\] (.*)$")
+_SAID_ON = re.compile(r"^\(said on (\d{4}-\d{2}-\d{2})\)$")
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,6 +79,9 @@ def _messages(lines: list[str]) -> list[tuple[StoredMessage, bool]]:
     found: list[tuple[StoredMessage, bool]] = []
     now = datetime.now(UTC)
     for line in lines:
+        if said_on := _SAID_ON.match(line):  # the date the messages after it were said
+            now = datetime.fromisoformat(said_on[1]).replace(tzinfo=UTC)
+            continue
         match = _MESSAGE.match(line)
         if match is None:
             if found and line.strip():

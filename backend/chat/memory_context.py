@@ -1,16 +1,20 @@
-"""Which memory entries reach the model, in two parts kept apart for the vendor's prompt cache:
+"""Which memory reaches the model, in two parts kept apart for the vendor's prompt cache:
 
-- `standing`: the most recent entries. They depend on the memory alone, so they go into the
-  system prompt and stay the same from turn to turn until memory is written.
-- `relevant`: entries matching the new message that are not standing already. They change with
-  every message, so they travel after the conversation, with the message itself.
+- `standing`: facts that depend on the memory alone, for the system prompt, the same from turn
+  to turn until memory is written: the newest facts within `standing_share` of the budget (all
+  of them when they fit there, billed at the cached rate after the first turn: an operator who
+  wants all of memory standing raises the budget and the share).
+- `relevant` facts and `earlier` messages (archived turns of the scope's sessions): what the
+  new message calls for, ranked by words and meaning (`backend/retrieval`), in the rest of the
+  budget. They change every turn, so they travel after the conversation, with the message.
 
-Both share one token budget, half of it reserved for the relevant ones. Provenance is stripped:
-the model needs the fact, not the ids.
+Lines are `date|source|content`, dated when their words were said; provenance is stripped: the
+model needs the fact, not the ids.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -18,18 +22,50 @@ from dataclasses import dataclass, field
 from backend.chat.memory_health import MemoryHealth
 from backend.chat.tokens import TokenCounter
 from backend.memory.base import MemoryStore, MemoryUnavailable
-from backend.memory.entries import MemoryEntry, format_line
+from backend.memory.linked_scopes import PersonalMemory
+from backend.memory.terms import search_terms
+from backend.retrieval.embedders import Embedder
+from backend.retrieval.ranking import rank
+from backend.retrieval.recall import Recall, Scope
+from backend.retrieval.recollections import Recollection
+from backend.retrieval.scope_index import ScopeIndex
 
 log = logging.getLogger(__name__)
+
+RANKED = 120  # candidates ranked per message: far more than a budget of lines holds
+NEAR_COPY = 0.7  # the share of shared words that makes a line a repeat of one chosen
 
 
 @dataclass(frozen=True, slots=True)
 class PromptMemory:
-    """Prompt lines `date|source|content`: `standing` for the system prompt, `relevant` for
-    the turn's context."""
+    """Prompt lines: `standing` for the system prompt; `relevant` facts and `earlier` messages
+    for the turn's context."""
 
     standing: list[str] = field(default_factory=list)
     relevant: list[str] = field(default_factory=list)
+    earlier: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True, slots=True)
+class Window:
+    """The messages the request carries already: a session's, from `first_id` on."""
+
+    session_id: str
+    first_id: int
+
+    def holds(self, item: Recollection) -> bool:
+        return item.is_turn and item.session_id == self.session_id and item.key >= self.first_id
+
+
+@dataclass(frozen=True, slots=True)
+class Retrieval:
+    """How one tenant's memory is found: the shared `recall`, its embedder (None: words
+    alone), whether archived turns are candidates, and the standing part's share."""
+
+    recall: Recall
+    embedder: Embedder | None = None
+    search_archive: bool = True
+    standing_share: float = 0.25
 
 
 class MemoryContext:
@@ -39,61 +75,122 @@ class MemoryContext:
         counter: TokenCounter,
         *,
         budget_tokens: int,
+        retrieval: Retrieval,
+        scope_by_user: bool = False,
         health: MemoryHealth | None = None,
-        relevant: int = 12,
-        recent: int = 12,
     ) -> None:
         self.store = store
-        self._health = health or MemoryHealth()
         self._counter = counter
         self._budget_tokens = budget_tokens
-        self._relevant = relevant
-        self._recent = recent
+        self._retrieval = retrieval
+        self._scope_by_user = scope_by_user
+        self._health = health or MemoryHealth()
 
-    async def lines(self, *, tenant_id: str, scope_key: str, query: str) -> PromptMemory:
-        """The standing and the relevant lines, within the budget.
+    async def lines(
+        self, *, tenant_id: str, scope_key: str, query: str, window: Window | None = None
+    ) -> PromptMemory:
+        """The standing, relevant and earlier lines for a message, within the budget.
 
         Memory that cannot be read leaves the prompt without it: the user still gets a reply.
         """
         if self._budget_tokens <= 0:
             return PromptMemory()
+        recall = self._retrieval.recall
+        query_vector = asyncio.ensure_future(recall.embed_query(query, self._retrieval.embedder))
         try:
-            recent = await self.store.recent(
-                tenant_id=tenant_id, scope_key=scope_key, limit=self._recent
-            )
-            matching = await self.store.search(
-                tenant_id=tenant_id, scope_key=scope_key, query=query, limit=self._relevant
-            )
+            scope = await self._scope(tenant_id, scope_key)
+            index = await self._index(scope)
         except MemoryUnavailable as exc:
+            query_vector.cancel()
             log.warning(
                 "memory left out of the prompt: %s", exc.message, extra={"tenant": tenant_id}
             )
             self._health.memory_unreadable(tenant_id, scope_key, exc.message)
             return PromptMemory()
         self._health.memory_readable(tenant_id, scope_key)
-        # The newest standing entries first, so a full budget leaves out the oldest; shown in
-        # document order. Within budget only: the choice must not depend on the message.
-        standing, used = self._within(reversed(recent), self._budget_tokens // 2)
-        standing_ids = {entry.id for entry in standing}
-        relevant, _ = self._within(
-            (entry for entry in matching if entry.id not in standing_ids),
-            self._budget_tokens - used,
+        standing, used = self._standing(index)
+        standing_keys = {item.key for item in standing}
+        terms = search_terms(query)
+        ranked = rank(
+            index,
+            terms,
+            await query_vector,
+            limit=RANKED,
+            is_excluded=lambda item: (
+                item.key in standing_keys or (window is not None and window.holds(item))
+            ),
         )
+        ranked = await recall.still_stored(scope, index, ranked)
+        chosen = self._within(index, ranked, self._budget_tokens - used, tuple(terms))
         return PromptMemory(
-            standing=[_line(entry) for entry in reversed(standing)],
-            relevant=[_line(entry) for entry in relevant],
+            standing=[item.line() for item in standing],
+            relevant=[line for item, line in chosen if not item.is_turn],
+            earlier=[line for item, line in chosen if item.is_turn],
         )
 
-    def _within(self, entries: Iterable[MemoryEntry], budget: int) -> tuple[list[MemoryEntry], int]:
+    async def _scope(self, tenant_id: str, scope_key: str) -> Scope:
+        """The memory a turn reads and the sessions it searches, for an end user's key."""
+        if not self._scope_by_user:
+            return Scope(tenant_id, "", None)
+        if not scope_key:
+            return Scope(tenant_id, "", ())
+        if isinstance(self.store, PersonalMemory):
+            memory_key, user_keys = await self.store.members(
+                tenant_id=tenant_id, user_key=scope_key
+            )
+            return Scope(tenant_id, memory_key, user_keys)
+        return Scope(tenant_id, scope_key, (scope_key,))
+
+    async def _index(self, scope: Scope) -> ScopeIndex:
+        stored = self.store.store if isinstance(self.store, PersonalMemory) else self.store
+        document = await stored.read(tenant_id=scope.tenant_id, scope_key=scope.memory_key)
+        retrieval = self._retrieval
+        return await retrieval.recall.refreshed(
+            scope, document, retrieval.embedder, search_archive=retrieval.search_archive
+        )
+
+    def _standing(self, index: ScopeIndex) -> tuple[list[Recollection], int]:
+        """The newest facts within the standing share of the budget (all of them when they fit
+        there): chosen from memory alone, so the system prompt stays the same for any message."""
+        newest: list[Recollection] = []
+        used, share = 0, int(self._budget_tokens * self._retrieval.standing_share)
+        for item in reversed(index.standing_facts()):
+            cost = self._cost(index, item)
+            if used + cost > share:
+                break  # the newest first, and no older line past one that did not fit
+            newest.append(item)
+            used += cost
+        return newest[::-1], used
+
+    def _cost(self, index: ScopeIndex, item: Recollection) -> int:
+        return index.cost(item, self._counter)
+
+    def _within(
+        self,
+        index: ScopeIndex,
+        ranked: Iterable[Recollection],
+        budget: int,
+        terms: tuple[str, ...],
+    ) -> list[tuple[Recollection, str]]:
         chosen, used = [], 0
-        for entry in entries:
-            cost = self._counter.count(_line(entry)) + 1
+        said: list[frozenset[str]] = []  # the terms of each line chosen
+        for item in ranked:
+            words = frozenset(search_terms(item.text, limit=None))
+            if any(_is_near_copy(words, earlier) for earlier in said):
+                continue  # a repeat says nothing new, and its tokens are billed every turn
+            line = item.line(terms)
+            is_plain = line == item.line()
+            cost = self._cost(index, item) if is_plain else self._counter.count(line) + 1
             if used + cost > budget:
                 continue  # a smaller line after it may still fit
-            chosen.append(entry)
+            chosen.append((item, line))
+            said.append(words)
             used += cost
-        return chosen, used
+        return chosen
 
 
-def _line(entry: MemoryEntry) -> str:
-    return format_line(entry.date, entry.source_kind, entry.current_content)
+def _is_near_copy(words: frozenset[str], earlier: frozenset[str]) -> bool:
+    """Most words of the longer are the shorter's too: a question asked again, a message
+    repeated with another number."""
+    shared = len(words & earlier)
+    return shared > 0 and shared >= NEAR_COPY * max(len(words), len(earlier))

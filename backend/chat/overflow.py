@@ -12,7 +12,6 @@ waits.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import random
 from collections.abc import Awaitable, Callable, Sequence
@@ -20,25 +19,22 @@ from datetime import UTC, datetime, timedelta
 
 from backend.chat.failpoints import Failpoints
 from backend.chat.memory_health import MemoryHealth
-from backend.chat.overflow_policy import OverflowPolicy, auto_write_range, memory_source
-from backend.chat.summarizer import Summarizer, SummaryOutput, raw_output
+from backend.chat.overflow_policy import OverflowPolicy, auto_write_range
+from backend.chat.overflow_steps import FactsWritten, JobSteps
+from backend.chat.summarizer import Summarizer
 from backend.chat.window import plan_eviction
 from backend.domain.inbound import origin_of
 from backend.domain.messages import Session, StoredMessage, Usage
 from backend.errors import SessionNotFound, TallyError
-from backend.memory.base import MemoryEntryNotFound, MemoryStore, MemoryUnavailable
-from backend.memory.entries import MemoryEntry, NewEntry, Provenance
+from backend.memory.base import MemoryStore
 from backend.memory.proposals import Confirmation
-from backend.metrics import SUMMARIZER_RUNS, TOKENS
+from backend.metrics import SUMMARIZER_RUNS
 from backend.pricing import Charge
 from backend.storage.faults import as_storage_fault
 from backend.storage.messages import MessageRepository
 from backend.storage.overflow_jobs import JobKind, OverflowJob, OverflowJobRepository
-from backend.storage.usage import UsageDay
 
 log = logging.getLogger(__name__)
-
-REPLACEABLE = 20  # current lines searched for facts the summarizer is shown to replace
 
 
 class OverflowWorker:
@@ -55,18 +51,29 @@ class OverflowWorker:
         confirmation: Confirmation | None = None,
         price: Callable[[Usage], Charge] = lambda _: Charge(unpriced_calls=1),
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+        embed_written: FactsWritten | None = None,
     ) -> None:
         self._jobs = jobs
         self._messages = messages
-        self._memory = memory
-        self._summarizer = summarizer
         self._policy = policy
-        self._failpoints = failpoints
         self._health = health or MemoryHealth()
-        self._confirmation = confirmation  # a person's lines proposed to them, not written
-        self._price = price  # a summary's estimated cost, at the summarizer model's prices
         self._sleep = sleep
+        self._steps = JobSteps(
+            jobs=jobs,
+            messages=messages,
+            memory=memory,
+            summarizer=summarizer,
+            policy=policy,
+            failpoints=failpoints,
+            health=self._health,
+            confirmation=confirmation,
+            price=price,
+            embed_written=embed_written,
+        )
         self._drains: dict[tuple[str, str], asyncio.Task[None]] = {}
+        # Sessions left or quiet, whose undistilled tail is due: where their turns were said
+        # (a chat left with /new no longer names its platform chat).
+        self._tails: dict[tuple[str, str], str] = {}
         self._busy: set[tuple[str, str]] = set()  # drains inside a job's steps
         self._is_closed = False
 
@@ -79,6 +86,14 @@ class OverflowWorker:
             is not None
         )
         if is_due:
+            self._spawn(key)
+
+    def distill_tail(self, session: Session) -> None:
+        """Distill what the session said since memory last took it in (a chat left with
+        /new, a session gone quiet): its undistilled whole turns, however few."""
+        key = (session.tenant_id, session.id)
+        if not self._is_closed:
+            self._tails[key] = origin_of(session.channel, session.external_key)
             self._spawn(key)
 
     def resume_session(self, tenant_id: str, session_id: str) -> None:
@@ -116,6 +131,7 @@ class OverflowWorker:
                     jobs = await self._jobs.active(tenant_id=tenant_id, session_id=session_id)
                     job = jobs[0] if jobs else await self._plan(tenant_id, session_id)
                     if job is None:
+                        self._tails.pop((tenant_id, session_id), None)
                         return
                     if not await self._run_when_due(job):
                         # Another worker holds the job: it plans the session's next one when
@@ -172,7 +188,8 @@ class OverflowWorker:
             )
         except SessionNotFound:
             return None
-        due = self._due_range(session, window)
+        tail_origin = self._tails.get((tenant_id, session_id))
+        due = self._due_range(session, window, is_tail=tail_origin is not None)
         if due is None:
             return None
         kind, first, last, next_start = due
@@ -186,14 +203,14 @@ class OverflowWorker:
             next_start_id=next_start,
             memory_from_id=max(first, session.memory_watermark_id + 1),
             previous_summary=session.summary,
-            origin=origin_of(session.channel, session.external_key),
+            origin=tail_origin or origin_of(session.channel, session.external_key),
         )
 
     def _due_range(
-        self, session: Session, window: Sequence[StoredMessage]
+        self, session: Session, window: Sequence[StoredMessage], *, is_tail: bool
     ) -> tuple[JobKind, int, int, int] | None:
         """(kind, first id, last id, next window start): an eviction first, else the
-        automatic memory write, else nothing."""
+        automatic memory write (of the tail, however short, for `is_tail`), else nothing."""
         eviction = plan_eviction(window, self._policy.window)
         if eviction is not None:
             return (
@@ -202,7 +219,9 @@ class OverflowWorker:
                 eviction.last_message_id,
                 eviction.next_start_id,
             )
-        auto = auto_write_range(window, watermark=session.memory_watermark_id, policy=self._policy)
+        auto = auto_write_range(
+            window, watermark=session.memory_watermark_id, policy=self._policy, is_tail=is_tail
+        )
         if auto is None:
             return None
         return "auto", auto[0], auto[1], session.window_start_id
@@ -222,7 +241,7 @@ class OverflowWorker:
         self._busy.add(key)
         try:
             job = await self._jobs.get(tenant_id=job.tenant_id, job_id=job.id)  # as claimed
-            await self._advance(job)
+            await self._steps.advance(job)
         except Exception as exc:
             error = exc if isinstance(exc, TallyError) else as_storage_fault(exc)
             if error is None:
@@ -247,132 +266,6 @@ class OverflowWorker:
                 if as_storage_fault(exc) is None:
                     raise
                 log.warning("overflow job %s: lease not renewed: %s", job.id, exc)
-
-    async def _advance(self, job: OverflowJob) -> None:
-        if job.status == "pending":
-            messages = await self._messages.between(
-                tenant_id=job.tenant_id,
-                session_id=job.session_id,
-                first_id=job.first_message_id,
-                last_id=job.last_message_id,
-            )
-            if not messages:
-                await self._jobs.abandon(job, reason="the messages no longer exist")
-                return
-            if self._is_spent(job):
-                output = raw_output(
-                    messages,
-                    memory_from_id=job.memory_from_id,
-                    previous_summary=job.previous_summary,
-                )
-                log.warning(
-                    "overflow job %s: %s attempts failed; its range is kept as a raw line",
-                    job.id,
-                    job.attempts,
-                    extra={"tenant": job.tenant_id, "session": job.session_id},
-                )
-                SUMMARIZER_RUNS.labels(job.tenant_id, "raw").inc()
-            else:
-                output = await self._summarize(job, messages)
-            TOKENS.labels(job.tenant_id, "summarizer").inc(
-                output.usage.prompt_tokens + output.usage.completion_tokens
-            )
-            priced = self._price(output.usage) if output.usage.prompt_tokens else Charge()
-            await self._jobs.record_summary(
-                job,
-                summary=output.summary,
-                memory_line=output.memory_text or None,
-                usage=UsageDay(
-                    job.tenant_id,
-                    datetime.now(UTC).date(),
-                    summarizer_tokens=output.usage.prompt_tokens + output.usage.completion_tokens,
-                    summarizer_calls=1,
-                    cost_micros=priced.cost_micros,
-                    unpriced_calls=priced.unpriced_calls,
-                ),
-                supersedes=output.supersedes if output.facts else (),
-            )
-            self._failpoints.hit("overflow.summarized")
-            job = await self._jobs.get(tenant_id=job.tenant_id, job_id=job.id)
-        if job.status == "summarized":
-            if job.memory_entry_id is not None:  # distilled again after a revert
-                with contextlib.suppress(MemoryEntryNotFound):
-                    await self._memory.delete(
-                        tenant_id=job.tenant_id,
-                        scope_key=job.scope_key,
-                        entry_id=job.memory_entry_id,
-                    )
-            entry_id = await self._write_memory(job)
-            await self._jobs.record_memory(job, memory_entry_id=entry_id)
-            self._failpoints.hit("overflow.memory_written")
-        await self._jobs.complete(job, delete_evicted=self._policy.delete_evicted)
-        self._health.summaries_recovered(job.tenant_id, job.session_id)
-        self._failpoints.hit("overflow.done")
-
-    async def _summarize(self, job: OverflowJob, messages: list[StoredMessage]) -> SummaryOutput:
-        model = self._summarizer.model_for(
-            job.attempts, retries_per_model=self._policy.retries_per_model
-        )
-        output = await self._summarizer.summarize(
-            model,
-            messages=messages,
-            memory_from_id=job.memory_from_id,
-            previous_summary=job.previous_summary,
-            language=self._policy.language,
-            replaceable=await self._replaceable(job, messages),
-        )
-        is_fallback = self._summarizer.has_fallback and (
-            job.attempts >= self._policy.retries_per_model
-        )
-        SUMMARIZER_RUNS.labels(job.tenant_id, "fallback" if is_fallback else "ok").inc()
-        return output
-
-    async def _replaceable(
-        self, job: OverflowJob, messages: list[StoredMessage]
-    ) -> list[MemoryEntry]:
-        """The current lines about what the range's user messages mention: a fact that changed
-        replaces its line instead of sitting beside it. Unreadable memory shows none: the
-        summary is saved all the same, and its line waits for the memory to come back."""
-        said = " ".join(
-            m.content for m in messages if m.role == "user" and m.id >= job.memory_from_id
-        )
-        if not said:
-            return []
-        try:
-            return await self._memory.search(
-                tenant_id=job.tenant_id, scope_key=job.scope_key, query=said, limit=REPLACEABLE
-            )
-        except MemoryUnavailable as exc:
-            log.warning("overflow job %s: memory not readable for replacing: %s", job.id, exc)
-            return []
-
-    def _is_spent(self, job: OverflowJob) -> bool:
-        return job.attempts >= self._policy.max_attempts
-
-    async def _write_memory(self, job: OverflowJob) -> str | None:
-        if not job.memory_line:
-            return None  # "nothing to record": the range leaves with no memory line
-        line = NewEntry(  # dated by the store: today in UTC, as every memory line
-            source=memory_source(job, is_raw=self._is_spent(job)),
-            content=job.memory_line,
-            provenance=Provenance(job.session_id, job.memory_from_id, job.last_message_id),
-            supersedes=job.memory_supersedes,
-        )
-        if self._confirmation is not None and job.scope_key:
-            # The range is distilled once either way: the job ends here, its line waits for
-            # the person's answer (proposed once per job, also when this step is retried).
-            await self._confirmation.propose(
-                tenant_id=job.tenant_id,
-                user_key=job.scope_key,
-                session_id=job.session_id,
-                entry=line,
-                job_id=job.id,
-            )
-            return None
-        entry = await self._memory.append_once(
-            tenant_id=job.tenant_id, scope_key=job.scope_key, entry=line
-        )
-        return entry.id
 
     async def _retry_later(self, job: OverflowJob, error: TallyError) -> None:
         SUMMARIZER_RUNS.labels(job.tenant_id, "failed").inc()

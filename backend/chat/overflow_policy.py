@@ -29,14 +29,21 @@ class OverflowPolicy:
 
 
 def auto_write_range(
-    window: Sequence[StoredMessage], *, watermark: int, policy: OverflowPolicy
+    window: Sequence[StoredMessage],
+    *,
+    watermark: int,
+    policy: OverflowPolicy,
+    is_tail: bool = False,
 ) -> tuple[int, int] | None:
-    """The (first, last) ids the automatic memory write should distill now, if due."""
+    """The (first, last) ids the automatic memory write should distill now, if due: once
+    enough has been said, or (`is_tail`, a session left or quiet) whatever whole turns are
+    left undistilled."""
     fresh = [m for m in window if m.id > watermark]
     while fresh and fresh[-1].role != "assistant":  # whole turns only
         fresh.pop()
     chars = sum(len(m.content) for m in fresh)
-    if fresh and (len(fresh) >= policy.auto_min_messages or chars >= policy.auto_min_chars):
+    is_due = len(fresh) >= policy.auto_min_messages or chars >= policy.auto_min_chars
+    if fresh and (is_due or is_tail):
         return fresh[0].id, fresh[-1].id
     return None
 

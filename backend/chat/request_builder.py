@@ -16,7 +16,7 @@ from datetime import datetime
 
 from backend.chat.budget import COMPACTION_NOTICE, Budget, fit_messages
 from backend.chat.compiler import ModelLimits, compile_request
-from backend.chat.memory_context import MemoryContext, PromptMemory
+from backend.chat.memory_context import MemoryContext, PromptMemory, Window
 from backend.chat.prompts import TURN_CONTEXT_TEMPLATE, PromptRenderer, TemplateProblem
 from backend.chat.tokens import MESSAGE_OVERHEAD, TokenCounter
 from backend.domain.events import Compacted
@@ -84,7 +84,10 @@ class RequestBuilder:
         if self._memory is not None:
             scope_key = (session.user_key or "") if settings.scope_by_user else ""
             memory = await self._memory.lines(
-                tenant_id=session.tenant_id, scope_key=scope_key, query=user_message.content
+                tenant_id=session.tenant_id,
+                scope_key=scope_key,
+                query=user_message.content,
+                window=Window(session.id, window[0].id),
             )
         now = self._clock()
         request = compile_request(
@@ -96,6 +99,7 @@ class RequestBuilder:
                 TURN_CONTEXT_TEMPLATE,
                 now=now.isoformat(timespec="seconds"),
                 memory=memory.relevant,
+                earlier=memory.earlier,
             ),
             cache_key=cache_key_of(session),
         )
@@ -111,7 +115,12 @@ class RequestBuilder:
             )
         except TemplateProblem as exc:
             raise exc.at("persona.system_template") from exc
-        self._prompts.check(TURN_CONTEXT_TEMPLATE, now="2026-01-01T00:00:00", memory=sample_memory)
+        self._prompts.check(
+            TURN_CONTEXT_TEMPLATE,
+            now="2026-01-01T00:00:00",
+            memory=sample_memory,
+            earlier=["2026-01-01|web, user|a sample message"],
+        )
 
     def _render_system(self, session: Session, memory_lines: list[str], now: datetime) -> str:
         return self._prompts.render(

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 
 from backend.chat.linking import Linking
 from backend.chat.memory_health import MemoryHealth
+from backend.chat.quiet_sessions import QuietSessions
 from backend.chat.runtime import RuntimeRegistry
 from backend.chat.service import ChatService
 from backend.chat.turn import TurnRunner
@@ -50,5 +51,6 @@ class Services:
     proposals: MemoryProposals  # lines waiting for a person's confirmation
     audit: AuditLog  # what administrators did
     operations: AdminOperationRepository  # long administrative operations, their progress
+    quiet_sessions: QuietSessions  # distils the tails of sessions that went quiet
     provider_outcomes: ProviderOutcomes = field(default_factory=ProviderOutcomes)
     mcp: McpServers = field(default_factory=McpServers)  # every tenant's MCP connections

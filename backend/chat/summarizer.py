@@ -18,13 +18,13 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from backend.chat.corrections import without_overridden
 from backend.chat.fidelity import extract_identifiers, missing_identifiers
 from backend.chat.prompts import PromptRenderer, TemplateProblem
 from backend.domain.events import TextDelta, UsageReported
 from backend.domain.messages import StoredMessage, Usage
 from backend.domain.requests import ChatRequest, RequestMessage
 from backend.errors import ProviderError, TallyError
+from backend.memory.corrections import without_overridden
 from backend.memory.entries import FACT_SEPARATOR, MemoryEntry
 from backend.memory.relevance import FactRef, current_facts
 from backend.providers.base import ChatProvider
@@ -36,7 +36,7 @@ SECTION = re.compile(r"^#{1,3}\s*(memory|summary|记忆|摘要)\s*[:：]?\s*$", 
 SUMMARY_MAX_CHARS = 4000
 CHARS_PER_TOKEN = 4  # for messages stored without a token count
 SYSTEM_TEMPLATE = "overflow_summary_system.md.j2"
-REPLACEABLE_FACTS = 30  # current facts the summarizer is shown, that a new fact may replace
+REPLACEABLE_FACTS = 50  # current facts the summarizer is shown, that a new fact may replace
 
 
 class SummaryFailed(TallyError):
@@ -98,7 +98,12 @@ class Summarizer:
 
     def check_template(self, language: str) -> None:
         """Render the summary prompt once with sample values (ConfigError if it fails)."""
-        sample = {"role": "user", "content": "My name is Ada.", "is_for_memory": True}
+        sample = {
+            "role": "user",
+            "content": "My name is Ada.",
+            "is_for_memory": True,
+            "said_on": "2026-01-01",
+        }
         try:
             self._prompts.check(SYSTEM_TEMPLATE)
             self._prompts.check(
@@ -209,12 +214,17 @@ class Summarizer:
         """One attempt: the model's facts (from messages with id >= `memory_from_id`) and its
         updated summary. `keep` are identifiers to copy; `missing` those a try dropped;
         `replaceable` the current lines a fact may replace, shown labelled L1, L2, …"""
-        said = " ".join(m.content for m in messages if m.role == "user" and m.id >= memory_from_id)
-        shown = current_facts(replaceable, limit=REPLACEABLE_FACTS, query=said)
+        said_each = [m.content for m in messages if m.role == "user" and m.id >= memory_from_id]
+        shown = current_facts(replaceable, limit=REPLACEABLE_FACTS, queries=said_each)
         prompt = self._prompts.render(
             summary_template(language),
             messages=[
-                {"role": m.role, "content": m.content, "is_for_memory": m.id >= memory_from_id}
+                {
+                    "role": m.role,
+                    "content": m.content,
+                    "is_for_memory": m.id >= memory_from_id,
+                    "said_on": m.created_at.date().isoformat(),
+                }
                 for m in messages
             ],
             previous_summary=previous_summary,

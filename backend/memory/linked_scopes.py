@@ -30,6 +30,14 @@ class PersonalMemory:
         person = await self.identities.person_of(tenant_id=tenant_id, user_key=scope_key)
         return scope_key if person is None else person_scope(person)
 
+    async def members(self, *, tenant_id: str, user_key: str) -> tuple[str, tuple[str, ...]]:
+        """The memory scope an end user's key reads, and every user key that reads it (the
+        person's identities, or the key alone): whose sessions that memory was said in."""
+        person = await self.identities.person(tenant_id=tenant_id, user_key=user_key)
+        if person is None:
+            return user_key, (user_key,)
+        return person_scope(person.id), tuple(person.identities)
+
     async def read(self, *, tenant_id: str, scope_key: str) -> MemoryDocument:
         scope = await self.scope_of(tenant_id=tenant_id, scope_key=scope_key)
         return await self.store.read(tenant_id=tenant_id, scope_key=scope)

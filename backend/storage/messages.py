@@ -6,7 +6,7 @@ The window of a session starts at `sessions.window_start_id`; older messages are
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -14,6 +14,7 @@ from sqlalchemy import Row, bindparam, case, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from backend.domain.clock import utc_now
 from backend.domain.messages import (
     ImagePart,
     MessageStatus,
@@ -80,9 +81,11 @@ async def insert_message(
     idempotency_key: str | None = None,
     compacted: bool = False,
     thinking: str = "",
+    now: datetime | None = None,
 ) -> StoredMessage:
-    """Append one message inside the caller's write transaction and touch its session."""
-    now = datetime.now(UTC)
+    """Append one message inside the caller's write transaction and touch its session; `now`
+    (the wall clock by default) is when it was said."""
+    now = now or datetime.now(UTC)
     parts = [{"type": "image", "media_type": i.media_type, "data": i.data} for i in images]
     result = await conn.execute(
         _INSERT_MESSAGE,
@@ -102,7 +105,9 @@ async def insert_message(
         },
     )
     if role == "user":  # a session is as recent as its last message from the user
-        await _touch_session(conn, tenant_id=tenant_id, session_id=session_id, text=content)
+        await _touch_session(
+            conn, tenant_id=tenant_id, session_id=session_id, text=content, now=now
+        )
     (message_id,) = result.inserted_primary_key or (0,)
     return StoredMessage(
         id=int(message_id),
@@ -120,7 +125,7 @@ async def insert_message(
 
 
 async def _touch_session(
-    conn: AsyncConnection, *, tenant_id: str, session_id: str, text: str
+    conn: AsyncConnection, *, tenant_id: str, session_id: str, text: str, now: datetime
 ) -> None:
     """Mark the session active now; an untitled session takes its first message as title."""
     title = " ".join(text.split())[:60]
@@ -129,7 +134,7 @@ async def _touch_session(
         {
             "b_tenant": tenant_id,
             "b_session": session_id,
-            "b_now": datetime.now(UTC),
+            "b_now": now,
             "b_title": title,
         },
     )
@@ -201,8 +206,11 @@ async def turn_messages(
 
 
 class MessageRepository:
-    def __init__(self, database: Database) -> None:
+    """Messages as said: `clock` dates them (the wall clock; the memory eval simulates months)."""
+
+    def __init__(self, database: Database, *, clock: Callable[[], datetime] = utc_now) -> None:
         self._db = database
+        self._clock = clock
 
     async def add_user(
         self,
@@ -225,6 +233,7 @@ class MessageRepository:
                 images=user_input.images,
                 token_count=token_count,
                 idempotency_key=idempotency_key,
+                now=self._clock(),
             )
 
     async def add_reply(
@@ -258,6 +267,7 @@ class MessageRepository:
                     token_count=token_count,
                     compacted=compacted,
                     thinking=thinking,
+                    now=self._clock(),
                 )
                 if has_tool_calls:
                     await link_tool_conversations(

@@ -7,65 +7,18 @@ watermark in one transaction, and only forward.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import Any, Literal
 
-from sqlalchemy import Row, case, delete, func, select, update
+from sqlalchemy import case, delete, func, select, update
 from sqlalchemy.exc import IntegrityError
 
 from backend.storage.database import Database
+from backend.storage.overflow_job_rows import ACTIVE, JobKind, OverflowJob, job_from_row
 from backend.storage.tables import messages, overflow_jobs, sessions
-from backend.storage.timestamps import aware, aware_or_none
+from backend.storage.timestamps import aware
 from backend.storage.usage import UsageDay, add_usage
 
-JobKind = Literal["overflow", "auto"]
-ACTIVE = ("pending", "summarized", "memory_written")
-
-
-@dataclass(frozen=True, slots=True)
-class OverflowJob:
-    id: int
-    tenant_id: str
-    session_id: str
-    scope_key: str
-    kind: JobKind
-    first_message_id: int
-    last_message_id: int
-    next_start_id: int
-    memory_from_id: int
-    status: str
-    previous_summary: str
-    summary: str | None
-    memory_line: str | None
-    memory_entry_id: str | None
-    attempts: int
-    next_attempt_at: datetime | None
-    memory_supersedes: tuple[str, ...] = ()  # entry ids the memory line replaces
-    origin: str | None = None  # where its turns were said; None for jobs from before 0007
-
-
-def _job(row: Row[Any]) -> OverflowJob:
-    return OverflowJob(
-        id=row.id,
-        tenant_id=row.tenant_id,
-        session_id=row.session_id,
-        scope_key=row.scope_key,
-        kind=row.kind,
-        first_message_id=row.first_message_id,
-        last_message_id=row.last_message_id,
-        next_start_id=row.next_start_id,
-        memory_from_id=row.memory_from_id,
-        status=row.status,
-        previous_summary=row.previous_summary or "",
-        summary=row.summary,
-        memory_line=row.memory_line,
-        memory_entry_id=row.memory_entry_id,
-        attempts=row.attempts,
-        next_attempt_at=aware_or_none(row.next_attempt_at),
-        memory_supersedes=tuple(filter(None, (row.memory_supersedes or "").split(","))),
-        origin=row.origin,
-    )
+__all__ = ["ACTIVE", "JobKind", "OverflowJob", "OverflowJobRepository"]
 
 
 class OverflowJobRepository:
@@ -122,7 +75,7 @@ class OverflowJobRepository:
                     )
                 )
             ).one()
-            return _job(row)
+            return job_from_row(row)
 
     async def active(self, *, tenant_id: str, session_id: str) -> list[OverflowJob]:
         async with self._db.read() as conn:
@@ -135,7 +88,7 @@ class OverflowJobRepository:
                 )
                 .order_by(overflow_jobs.c.id)
             )
-            return [_job(row) for row in rows]
+            return [job_from_row(row) for row in rows]
 
     async def failing(self, *, limit: int = 100) -> list[OverflowJob]:
         """Unfinished jobs whose latest attempt failed, oldest first: memory is degraded there."""
@@ -146,7 +99,7 @@ class OverflowJobRepository:
                 .order_by(overflow_jobs.c.id)
                 .limit(limit)
             )
-            return [_job(row) for row in rows]
+            return [job_from_row(row) for row in rows]
 
     async def last_done(self) -> dict[str, datetime]:
         """Each tenant's latest finished summary (its memory's last compaction): the
@@ -324,6 +277,26 @@ class OverflowJobRepository:
                     )
                 )
 
+    async def summary_covering(
+        self, *, tenant_id: str, session_id: str, last_message_id: int
+    ) -> str | None:
+        """The summary of the session's newest finished job that summarized past
+        `last_message_id` (an automatic write's summary, made with its memory line): an
+        eviction of what it distilled takes it instead of calling the model again."""
+        async with self._db.read() as conn:
+            return await conn.scalar(
+                select(overflow_jobs.c.summary)
+                .where(
+                    overflow_jobs.c.tenant_id == tenant_id,
+                    overflow_jobs.c.session_id == session_id,
+                    overflow_jobs.c.status == "done",
+                    overflow_jobs.c.summary.is_not(None),
+                    overflow_jobs.c.last_message_id >= last_message_id,
+                )
+                .order_by(overflow_jobs.c.id.desc())
+                .limit(1)
+            )
+
     async def done_for_line(
         self, *, tenant_id: str, session_id: str, memory_from_id: int, last_message_id: int
     ) -> OverflowJob | None:
@@ -340,7 +313,7 @@ class OverflowJobRepository:
                     )
                 )
             ).first()
-            return _job(row) if row is not None else None
+            return job_from_row(row) if row is not None else None
 
     async def redo(self, job: OverflowJob, *, replacing: str) -> bool:
         """Make a completed job pending again, to distill its range once more. Its memory step

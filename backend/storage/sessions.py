@@ -110,6 +110,30 @@ class SessionRepository:
             ).first()
         return None if row is None else session_from_row(row)
 
+    async def quiet_with_tail(self, *, since: datetime, limit: int) -> list[Session]:
+        """Sessions of every tenant where no one spoke since `since` and a whole turn is said
+        after what memory took in (an answer after the watermark): the tails to distill,
+        the longest quiet first."""
+        undistilled = (
+            select(messages.c.id)
+            .where(
+                messages.c.tenant_id == sessions.c.tenant_id,
+                messages.c.session_id == sessions.c.id,
+                messages.c.id > sessions.c.memory_watermark_id,
+                messages.c.role == "assistant",
+                messages.c.status == "complete",
+            )
+            .exists()
+        )
+        async with self._db.read() as conn:
+            rows = await conn.execute(
+                select(sessions)
+                .where(sessions.c.updated_at < since, undistilled)
+                .order_by(sessions.c.updated_at)
+                .limit(limit)
+            )
+            return [session_from_row(row) for row in rows]
+
     async def detach(self, *, tenant_id: str, channel: str, external_key: str) -> bool:
         """Let the platform chat `external_key` start a new session on its next message; the
         old session is kept, no longer named by it. False when the chat had none."""

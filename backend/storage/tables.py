@@ -16,6 +16,7 @@ from sqlalchemy import (
     ForeignKey,
     Index,
     Integer,
+    LargeBinary,
     MetaData,
     String,
     Table,
@@ -311,4 +312,23 @@ admin_operations = Table(
     Column("updated_at", Timestamp, nullable=False),
     Column("finished_at", Timestamp, nullable=True),
     Index("ix_admin_operations_tenant", "tenant_id", "created_at"),
+)
+
+# The vectors memory is ranked by meaning with (backend/retrieval), one per item and embedding
+# model, so each text is embedded once: a fact by its text within its memory scope (`f:<hash>`),
+# a message by its id (`m:<id>`, gone with the message). `vector` is normalised float32.
+memory_vectors = Table(
+    "memory_vectors",
+    metadata,
+    Column("id", Id, primary_key=True, autoincrement=True),
+    Column("tenant_id", String(64), nullable=False),
+    Column("scope_key", String(200), nullable=False, default=""),
+    Column("model", String(120), nullable=False),
+    Column("item", String(80), nullable=False),
+    Column("message_id", Id, ForeignKey("messages.id", ondelete="CASCADE")),
+    Column("vector", LargeBinary, nullable=False),
+    Column("created_at", Timestamp, nullable=False),
+    UniqueConstraint("tenant_id", "model", "scope_key", "item", name="uq_memory_vectors_item"),
+    Index("ix_memory_vectors_message", "message_id"),
+    sqlite_autoincrement=True,
 )

@@ -102,6 +102,19 @@ async def test_new_starts_a_fresh_session_and_keeps_the_old_one(
     assert total == 2 and {s.channel for s in listed} == {"telegram"}
 
 
+async def test_new_distills_what_the_conversation_left_said_into_memory(
+    telegram: FakeTelegramServer, tmp_path: Path, database_url: str
+) -> None:
+    async with serving_bot(telegram, tmp_path, database_url, summarizer=EchoSummarizer()) as served:
+        await ask(served, "my cat is called Biscuit", 1)
+        await ask(served, "/new", 2)
+        await served.app.state.services.runtimes.wait_idle()
+        memory = await served.app.state.services.memory.read(tenant_id="default", scope_key="")
+    (line,) = memory.entries
+    assert line.content == "user said: my cat is called Biscuit"
+    assert line.origin == "telegram:tg:42"  # where it was said, though the chat moved on
+
+
 async def test_stop_cancels_the_reply_being_written(
     telegram: FakeTelegramServer, tmp_path: Path, database_url: str
 ) -> None:

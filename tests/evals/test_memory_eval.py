@@ -173,9 +173,10 @@ def test_the_configured_summarizer_is_the_vendor_over_http_and_leaves_stale_valu
     assert 0 < calls <= len(requests)
     assert int(table["summarizer tokens (conversation)"][0].replace(",", "")) > 0
     # The fake answers `ok: <the prompt's first words>`: the fidelity gate keeps the emails,
-    # phone numbers and quantities verbatim, and no preference.
+    # phone numbers and quantities verbatim, and no preference ("my favourite tea is …" holds
+    # no identifier); the archived turns bring the preferences back all the same.
     assert count(table["email"][1]) > 0 and count(table["quantity"][1]) > 0
-    assert table["preference"][1] == "0.0% (0)"  # no identifier in "my favourite tea is …"
+    assert count(table["preference"][1]) > 0
     # Nothing supersedes those lines: a corrected email or number keeps its old value there.
     assert count(table["stale: the old value of a corrected fact"][1]) > 0
     assert table["never stated (control)"][1:] == ["0.0% (0)", "0.0% (0)"]

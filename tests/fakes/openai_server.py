@@ -1,5 +1,8 @@
-"""A fake OpenAI-compatible server: `POST /v1/chat/completions` (streamed or not) and
-`GET /v1/models`.
+"""A fake OpenAI-compatible server: `POST /v1/chat/completions` (streamed or not),
+`POST /v1/embeddings` and `GET /v1/models`.
+
+Embeddings are a bag of words hashed into `dimensions` (64 by default), so texts that share
+words are near and others are not; `embeddings_status` set to an error status fails them.
 
 Vendors differ on reasoning sent back in requests, and `reasoning_rule` plays each: "ignored"
 (the default) looks at nothing; "required" (DeepSeek thinking mode, Kimi) answers 400 to an
@@ -17,9 +20,13 @@ Standalone: `python -m tests.fakes.openai_server --port 18080` serves default re
 
 from __future__ import annotations
 
+import base64
 import itertools
 import json
+import re
+import struct
 import time
+import zlib
 from typing import Any, Literal
 
 from . import (
@@ -67,6 +74,7 @@ class FakeOpenAIServer(FakeServer):
     ) -> None:
         super().__init__(**options)
         self.reasoning_rule = reasoning_rule
+        self.embeddings_status = 200
         self._cache = PrefixCache(
             min_tokens=cache_min_tokens, increment=cache_increment, is_enabled=prompt_cache
         )
@@ -96,9 +104,31 @@ class FakeOpenAIServer(FakeServer):
                 await reply.json(400, self.error_body(HttpError(400, problem)))
                 return
             await self.answer_call(request, reply)
+        elif request.method == "POST" and request.path == "/v1/embeddings":
+            await self._embeddings(request.body or {}, reply)
         else:
             error = HttpError(404, f"no route for {request.method} {request.path}")
             await reply.json(404, self.error_body(error))
+
+    async def _embeddings(self, body: dict[str, Any], reply: Reply) -> None:
+        if self.embeddings_status != 200:
+            error = HttpError(self.embeddings_status, "embeddings are down")
+            await reply.json(self.embeddings_status, self.error_body(error))
+            return
+        texts = body["input"] if isinstance(body["input"], list) else [body["input"]]
+        dimensions = int(body.get("dimensions") or 64)
+        data = []
+        for index, text in enumerate(texts):
+            vector = bag_of_words(str(text), dimensions)
+            encoded: object = vector
+            if body.get("encoding_format") == "base64":
+                encoded = base64.b64encode(struct.pack(f"<{dimensions}f", *vector)).decode()
+            data.append({"object": "embedding", "index": index, "embedding": encoded})
+        words_in = sum(count_words(str(text)) for text in texts)
+        usage = {"prompt_tokens": words_in, "total_tokens": words_in}
+        await reply.json(
+            200, {"object": "list", "data": data, "model": body["model"], "usage": usage}
+        )
 
     def unknown_model(self, model: str) -> HttpError:
         message = f"The model `{model}` does not exist or you do not have access to it."
@@ -146,6 +176,15 @@ class FakeOpenAIServer(FakeServer):
         pool = (body.get("prompt_cache_key"), str(body.get("model")))
         outcome = self._cache.serve(pool, _prompt_sequence(body))
         return outcome.read_tokens if self._cache.is_enabled else None
+
+
+def bag_of_words(text: str, dimensions: int) -> list[float]:
+    """Each word (lower case, a plural's s dropped) counted in the dimension its hash names."""
+    vector = [0.0] * dimensions
+    for word in re.findall(r"\w+", text.casefold()):
+        word = word[:-1] if len(word) > 3 and word.endswith("s") else word
+        vector[zlib.crc32(word.encode()) % dimensions] += 1.0
+    return vector
 
 
 def _prompt_sequence(body: dict[str, Any]) -> list[Token]:

@@ -329,6 +329,20 @@ async def probe_writes(
         audit.leaks.append(f"memory_search by {attacker.id} misses its own fact: {calls}")
     audit.check_clean(f"memory_search by {attacker.id}", searched.text, victim_markers)
 
+    # Memory's search of archived turns, asked for the words of the victim's messages (the
+    # attacker said the same words, with its own id): only the attacker's turns come back.
+    provider.push(f"{attacker.id}-archive-reply")
+    archive_probe = await audit.request(
+        "POST",
+        "/api/chat/send",
+        chat,
+        json={"session_id": attacker.session_id, "message": "message 0 1 2 reply launch code"},
+    )
+    if archive_probe.status_code != 200:
+        audit.leaks.append(f"the archive probe by {attacker.id} failed: {archive_probe.text}")
+    elif f"{attacker.id}-message-0" not in prompt_text(provider.requests[-1]):
+        audit.leaks.append(f"{attacker.id}'s own archived turns were not searched")
+
     for request in provider.requests[first_request:]:
         audit.check_clean(f"a model request of {attacker.id}", repr(request), victim_markers)
 
@@ -465,6 +479,7 @@ async def test_memory_scope_user_keeps_end_users_apart(
         )
         bob = await turn("bob", "bob-message-0: I play the oboe")
         bob += await turn("bob", "bob-message-1: any allergies on file?")
+        bob += await turn("bob", "message 0 1 2: what did anyone say before?")  # the archive
         alice = await turn("alice", "hello again")
         alice_system = prompt_text(provider.requests[-1])
         memories = {

@@ -1,0 +1,1 @@
+"""Finding what memory holds: facts and archived turns ranked by words and meaning."""

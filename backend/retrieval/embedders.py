@@ -1,0 +1,175 @@
+"""Text to vectors, for ranking memory by meaning: the built-in offline model, or a provider's
+embeddings endpoint through the official `openai` SDK (any OpenAI-compatible vendor or a local
+server).
+
+Every embedder gives L2-normalised float32 rows, so a dot product is the cosine. Its `name`
+names the vector space: vectors stored under another name are never compared with its own.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol
+
+import httpx2
+import numpy as np
+import numpy.typing as npt
+import openai
+
+from backend.errors import TallyError
+from backend.memory_settings import EmbeddingSettings
+from backend.providers.endpoints import DEFAULT_BASE_URLS
+from backend.settings import ProviderSettings
+
+if TYPE_CHECKING:
+    from wordllama.inference import WordLlamaInference
+
+Vectors = npt.NDArray[np.float32]
+BUILTIN_DIMENSIONS = 256
+INLINE_TEXTS = 64  # more than this at once is embedded in a worker thread (a cold scope)
+PLACEHOLDER_KEY = "unset"  # local servers take any key; the SDK insists on one
+REQUEST_TEXTS = 256  # texts per embeddings request
+
+
+class EmbeddingFailed(TallyError):
+    """No vectors this time: ranking falls back to words alone."""
+
+    code = "embedding_failed"
+    status = 503
+
+
+class Embedder(Protocol):
+    name: str
+    is_local: bool  # embeds in this process, faster than a stored vector is read back
+
+    async def embed(self, texts: Sequence[str]) -> Vectors:
+        """One normalised row per text, in order; EmbeddingFailed when none can be had."""
+        ...
+
+    async def aclose(self) -> None: ...
+
+
+def normalised(rows: npt.ArrayLike) -> Vectors:
+    matrix = np.asarray(rows, dtype=np.float32)
+    if matrix.ndim != 2:
+        raise EmbeddingFailed("the embeddings answer is not a list of vectors")
+    norms = np.linalg.norm(matrix, axis=1, keepdims=True)
+    return (matrix / np.where(norms == 0, 1, norms)).astype(np.float32)
+
+
+class BuiltinEmbedder:
+    """WordLlama's `l2_supercat` token embeddings, averaged: weights inside the `wordllama`
+    wheel, so it needs no network, ever. Loaded on first use, in a worker thread (about a
+    second); a sentence then takes a small fraction of a millisecond.
+
+    Its English is good (paraphrases far above unrelated text); its Chinese signal is mostly
+    shared characters, which the keyword side already catches (docs/memory.md measures both).
+    """
+
+    name = f"wordllama-l2-supercat-{BUILTIN_DIMENSIONS}"
+    is_local = True
+
+    async def embed(self, texts: Sequence[str]) -> Vectors:
+        if not texts:
+            return np.zeros((0, BUILTIN_DIMENSIONS), dtype=np.float32)
+        if not load_builtin_model.cache_info().currsize or len(texts) > INLINE_TEXTS:
+            return await asyncio.to_thread(self._embed, texts)
+        return self._embed(texts)
+
+    def _embed(self, texts: Sequence[str]) -> Vectors:
+        # Normalised here: the package's own norm divides by zero for a text with no tokens
+        # (an emoji alone), leaving a row of NaN that would poison every search.
+        return normalised(load_builtin_model().embed(list(texts), norm=False))
+
+    async def aclose(self) -> None:
+        pass  # the weights are read-only and shared by every user in the process
+
+
+@functools.cache  # once per process: every tenant and every test shares the read-only weights
+def load_builtin_model() -> WordLlamaInference:
+    """The model from the installed package's own files. The package's default `load()` looks
+    for its tokenizer in the wrong folder and then downloads it; naming the package folder as
+    the cache, with downloads off, reads both files from the wheel."""
+    import wordllama
+
+    return wordllama.WordLlama.load(
+        cache_dir=Path(wordllama.__file__).parent,
+        disable_download=True,
+        trunc_dim=BUILTIN_DIMENSIONS,
+    )
+
+
+class ProviderEmbedder:
+    """A provider's `/embeddings` endpoint, through the official SDK, with the provider's own
+    timeouts; `dimensions` asks models that can shorten their vectors to do so."""
+
+    def __init__(
+        self, provider: str, settings: ProviderSettings, model: str, dimensions: int | None
+    ) -> None:
+        self.name = f"{provider}:{model}" + (f":{dimensions}" if dimensions else "")
+        self.is_local = False
+        self._model = model
+        self._dimensions = dimensions
+        self._client = openai.AsyncOpenAI(
+            base_url=settings.base_url or DEFAULT_BASE_URLS["openai_compatible"],
+            api_key=settings.api_key() or PLACEHOLDER_KEY,
+            timeout=httpx2.Timeout(settings.timeout_s, connect=settings.connect_timeout_s),
+            max_retries=settings.max_retries,
+        )
+
+    async def embed(self, texts: Sequence[str]) -> Vectors:
+        rows: list[list[float]] = []
+        for start in range(0, len(texts), REQUEST_TEXTS):
+            rows += await self._embed(texts[start : start + REQUEST_TEXTS])
+        return normalised(rows) if rows else np.zeros((0, 1), dtype=np.float32)
+
+    async def _embed(self, texts: Sequence[str]) -> list[list[float]]:
+        options: dict[str, Any] = (
+            {} if self._dimensions is None else {"dimensions": self._dimensions}
+        )
+        try:
+            answer = await self._client.embeddings.create(
+                model=self._model, input=list(texts), **options
+            )
+        except (openai.OpenAIError, httpx2.HTTPError) as exc:
+            raise EmbeddingFailed(f"{self.name}: {exc.__class__.__name__}: {exc}") from exc
+        rows = sorted(answer.data, key=lambda item: item.index)
+        if len(rows) != len(texts):
+            raise EmbeddingFailed(f"{self.name}: {len(rows)} vectors for {len(texts)} texts")
+        return [list(row.embedding) for row in rows]
+
+    async def aclose(self) -> None:
+        await self._client.close()
+
+
+class EmbedderPool:
+    """The embedders the tenants' settings name, one of each, closed together."""
+
+    def __init__(self) -> None:
+        self._embedders: dict[str, Embedder] = {}
+
+    def get(
+        self,
+        choice: str | EmbeddingSettings,
+        providers: Mapping[str, ProviderSettings],
+    ) -> Embedder | None:
+        """`builtin`, None for `off`, or the provider's model (settings checked its kind)."""
+        if choice == "off":
+            return None
+        if isinstance(choice, str):
+            return self._embedders.setdefault("builtin", BuiltinEmbedder())
+        provider = providers[choice.provider]
+        key = f"{choice.model_dump_json()}|{provider.model_dump_json()}"
+        if key not in self._embedders:
+            self._embedders[key] = ProviderEmbedder(
+                choice.provider, provider, choice.name, choice.dimensions
+            )
+        return self._embedders[key]
+
+    async def aclose(self) -> None:
+        for embedder in self._embedders.values():
+            await embedder.aclose()
+        self._embedders.clear()

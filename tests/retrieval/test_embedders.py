@@ -1,0 +1,76 @@
+"""The built-in embedding model needs no network, ever: its weights and tokenizer come from the
+installed package. Proved in a process whose network namespace has no route anywhere."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from backend.retrieval.embedders import BuiltinEmbedder
+from tests.conftest import ROOT
+
+PROBE = """
+import json, socket
+from backend.retrieval.embedders import load_builtin_model
+try:
+    socket.create_connection(("1.1.1.1", 443), timeout=2)
+    reachable = True
+except OSError:
+    reachable = False
+model = load_builtin_model()
+rows = model.embed(
+    ["What is my favourite tea?", "My favourite tea is oolong.", "The train was late."],
+    norm=True,
+)
+print(json.dumps({
+    "reachable": reachable,
+    "dimensions": int(rows.shape[1]),
+    "related": float(rows[0] @ rows[1]),
+    "unrelated": float(rows[0] @ rows[2]),
+}))
+"""
+
+
+def test_the_builtin_model_loads_and_embeds_with_the_network_unreachable(tmp_path: Path) -> None:
+    unshare = shutil.which("unshare")
+    if unshare is None:
+        pytest.skip("no `unshare` here to run a process without a network")
+    if subprocess.run([unshare, "-n", "true"], capture_output=True).returncode != 0:
+        pytest.skip("`unshare -n` is not permitted here (it needs root or user namespaces)")
+    home = tmp_path / "home"
+    home.mkdir()
+    environment = {
+        **os.environ,
+        "HOME": str(home),  # nothing to find in a cache, and nothing may be written there
+        "PYTHONPATH": str(ROOT),
+    }
+    environment.pop("HF_HUB_OFFLINE", None)
+    result = subprocess.run(
+        [unshare, "-n", sys.executable, "-c", PROBE],
+        capture_output=True,
+        text=True,
+        env=environment,
+        timeout=300,
+        cwd=tmp_path,
+    )
+
+    assert result.returncode == 0, result.stderr
+    probe = json.loads(result.stdout.strip().splitlines()[-1])
+    assert probe["reachable"] is False  # the process truly had no network
+    assert probe["dimensions"] == 256
+    assert probe["related"] > 0.5 > probe["unrelated"]
+    assert list(home.iterdir()) == []
+
+
+async def test_a_text_with_nothing_to_embed_gets_a_zero_vector_never_nan() -> None:
+    vectors = await BuiltinEmbedder().embed(["", "hello world"])
+
+    assert not np.isnan(vectors).any()
+    assert np.linalg.norm(vectors[0]) == 0 and np.isclose(np.linalg.norm(vectors[1]), 1.0)

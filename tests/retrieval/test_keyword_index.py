@@ -1,0 +1,69 @@
+"""The keyword side of memory retrieval: BM25 over whole words, rarer words weighing more,
+English endings folded, Chinese found without spaces, and common words left out."""
+
+from __future__ import annotations
+
+from backend.memory.terms import search_terms
+from backend.retrieval.keyword_index import MAX_HITS, KeywordIndex
+
+
+def keys(index: KeywordIndex, query: str) -> list[int]:
+    return [key for key, _ in index.search(search_terms(query), 10)]
+
+
+def test_a_rare_word_outweighs_words_many_lines_have() -> None:
+    index = KeywordIndex()
+    index.add([(1, "Jon went to the market in May")])
+    index.add([(2, "Jon went to the gym in May")])
+    index.add([(3, "Jon flew to Paris")])
+    index.add([(4, "Jon went to the park in May")])
+
+    assert keys(index, "When was Jon in Paris?")[0] == 3
+
+
+def test_endings_fold_and_whole_words_only() -> None:
+    index = KeywordIndex()
+    index.add([(1, "My sister works at a bakery"), (2, "Parisa likes tea")])
+
+    assert keys(index, "where is she working") == [1]
+    assert keys(index, "Paris") == []  # not a part of "Parisa"
+
+
+def test_chinese_is_found_without_spaces() -> None:
+    index = KeywordIndex()
+    index.add(
+        [
+            (1, "我妹妹在杭州的一家面包店工作"),
+            (2, "今天天气很好"),
+            (3, "我哥哥在上海工作"),
+        ]
+    )
+
+    assert keys(index, "妹妹在哪里工作？")[0] == 1
+    assert keys(index, "杭州") == [1]
+
+
+def test_removed_items_are_not_found() -> None:
+    index = KeywordIndex()
+    index.add([(1, "the tattoo on her arm"), (2, "a tattoo of a rose")])
+    index.remove([(1, "the tattoo on her arm")])
+
+    assert keys(index, "tattoo") == [2]
+
+
+def test_a_word_most_items_hold_is_left_out_but_rarer_ones_still_find() -> None:
+    index = KeywordIndex()
+    index.add((key, f"Caroline talked about topic{key}") for key in range(1, 101))
+
+    assert keys(index, "Caroline") == []  # in every item: it tells nothing apart
+    assert keys(index, "What did Caroline say about topic42?") == [42]
+
+
+def test_common_terms_past_the_hit_budget_give_way_to_rarer_ones() -> None:
+    index = KeywordIndex()
+    index.add((key, f"alpha beta item{key}") for key in range(1, MAX_HITS // 2 + 2))
+    index.add((key, "gamma") for key in range(100_000, 100_000 + MAX_HITS))
+
+    # alpha and beta are each in about a third of the items: together past the budget, the
+    # rarer item7 and alpha are asked for, beta is not (both would rank item7 first anyway).
+    assert keys(index, "alpha beta item7")[0] == 7
