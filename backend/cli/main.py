@@ -93,8 +93,8 @@ def _parser() -> argparse.ArgumentParser:
     evaluate = commands.add_parser(
         "eval",
         help="measure what the memory recalls of a scripted conversation",
-        usage="tally eval memory [--window N] [--facts N] [--summarizer configured|builtin]"
-        " [--config PATH]",
+        usage="tally eval memory [--long [--language en|zh]] [--window N] [--facts N]"
+        " [--summarizer configured|builtin] [--config PATH]",
     )
     evaluate.add_argument("suite", choices=["memory"], metavar="memory")
     evaluate.add_argument(
@@ -115,6 +115,17 @@ def _parser() -> argparse.ArgumentParser:
         choices=["configured", "builtin"],
         help="the config's summarizer model, or the built-in rule-based one (default: the"
         " configured one when its key is set)",
+    )
+    evaluate.add_argument(
+        "--long",
+        action="store_true",
+        help="a conversation over months instead: paraphrased, two-fact, when- and corrected"
+        " questions, beside all memory and recency only",
+    )
+    evaluate.add_argument(
+        "--language",
+        choices=["en", "zh"],
+        help="the long conversation's language (default: persona.language)",
     )
     evaluate.set_defaults(command=_eval)
     init = commands.add_parser("init", help="write a commented config.yaml and prompts/")
@@ -215,6 +226,15 @@ def _bench(args: argparse.Namespace) -> int:
 
 
 def _eval(args: argparse.Namespace) -> int:
+    if args.long:
+        from backend.evals.long_eval import run_long_eval
+
+        return run_long_eval(
+            _settings(args), window=args.window, summarizer=args.summarizer, language=args.language
+        )
+    if args.language is not None:
+        print("tally eval memory: --language applies to --long", file=sys.stderr)
+        return 2
     from backend.evals.memory_eval import run_memory_eval
 
     return run_memory_eval(

@@ -7,10 +7,11 @@ so recall is measured on what the model receives, not on how it words an answer.
 recalled when its current value is in the request for a question about it; a stale recall is
 the superseded value of a corrected fact in that request.
 
-Each fact is asked about in a fresh session of the same tenant (only long-term memory can
-answer there), then, one question after another, in the original session. The summarizer is
-the configured one or the built-in rule-based one. Everything runs on a database and memory of
-its own in a temporary directory, never the operator's.
+Each fact is asked about once the conversation has gone quiet (its tail distilled, as a
+server does after `memory.distill_quiet_after_s`): in a fresh session of the same tenant (only
+long-term memory can answer there), then, one question after another, in the original
+session. The summarizer is the configured one or the built-in rule-based one. Everything runs
+on a database and memory of its own in a temporary directory, never the operator's.
 """
 
 from __future__ import annotations
@@ -20,7 +21,10 @@ import logging
 import sys
 import tempfile
 import time
-from dataclasses import dataclass
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, Literal
 
@@ -84,19 +88,25 @@ def run_memory_eval(
         flush=True,
     )
     started = time.perf_counter()
-    root = logging.getLogger()
-    level = root.level
-    root.setLevel(logging.WARNING)  # a line per summary would bury the report's own lines
-    try:
-        with tempfile.TemporaryDirectory(prefix="tally-eval-") as scratch:
-            scratch_config = scratch_settings(
-                settings, Path(scratch), window=window, is_builtin=choice.kind == "builtin"
-            )
-            report = asyncio.run(evaluate(scratch_config, script, choice))
-    finally:
-        root.setLevel(level)
+    with quiet_logs(), tempfile.TemporaryDirectory(prefix="tally-eval-") as scratch:
+        scratch_config = scratch_settings(
+            settings, Path(scratch), window=window, is_builtin=choice.kind == "builtin"
+        )
+        report = asyncio.run(evaluate(scratch_config, script, choice))
     print(render(report, seconds=time.perf_counter() - started))
     return 0
+
+
+@contextmanager
+def quiet_logs() -> Iterator[None]:
+    """Warnings only: a line per summary would bury the report's own lines."""
+    root = logging.getLogger()
+    level = root.level
+    root.setLevel(logging.WARNING)
+    try:
+        yield
+    finally:
+        root.setLevel(level)
 
 
 def choose_summarizer(settings: Settings, wanted: SummarizerKind | None) -> SummarizerChoice:
@@ -157,18 +167,23 @@ async def evaluate(settings: Settings, script: Script, choice: SummarizerChoice)
     session, then each in the original session."""
     recorder = ScriptedProvider(name="recorder", replies=[REPLY])
     summarizer = _summarizer_model(settings, choice)
+    clock = SteppedClock()
     try:
         async with build_services(
-            settings, provider=recorder, summarizer_provider=summarizer
+            settings, provider=recorder, summarizer_provider=summarizer, clock=clock
         ) as services:
             calls_before, tokens_before = _summarizer_usage()
-            told = await _tell(services, script)
+            progress = Progress()
+            told = await _tell(services, script, progress)
+            await go_quiet(services, clock)
             calls_after, tokens_after = _summarizer_usage()
             session = await services.sessions.get(tenant_id=TENANT, session_id=told.session_id)
             memory = await services.memory.read(tenant_id=TENANT, scope_key=_scope_key(settings))
             asked = [*script.facts, *script.controls]
             fresh = [await _probe(services, recorder, fact, None) for fact in asked]
+            progress.say(f"asked {len(asked)} questions in fresh sessions")
             same = [await _probe(services, recorder, fact, told.session_id) for fact in asked]
+            progress.say("asked them in the original session")
     finally:
         await summarizer.aclose()
     count = len(script.facts)
@@ -192,6 +207,37 @@ async def evaluate(settings: Settings, script: Script, choice: SummarizerChoice)
     )
 
 
+@dataclass
+class Progress:
+    """Prints a line now and then (to stderr, beside the report), so a minute of work is
+    never silent."""
+
+    started: float = field(default_factory=time.perf_counter)
+
+    def say(self, text: str) -> None:
+        elapsed = time.perf_counter() - self.started
+        print(f"  {elapsed:5.0f} s  {text}", file=sys.stderr, flush=True)
+
+
+@dataclass
+class SteppedClock:
+    """The eval's time: the conversation's turns, then an hour of quiet."""
+
+    now: datetime = field(default_factory=lambda: datetime.now(UTC))
+
+    def __call__(self) -> datetime:
+        return self.now
+
+
+async def go_quiet(services: Services, clock: SteppedClock) -> None:
+    """Let the conversation go quiet for longer than `memory.distill_quiet_after_s`, as a
+    conversation that ended does, and wait for its tail to be distilled."""
+    quiet = services.settings.memory.distill_quiet_after_s or 0.0
+    clock.now += timedelta(seconds=quiet + 60)
+    await services.quiet_sessions.sweep()
+    await services.runtimes.wait_idle()
+
+
 def _summarizer_model(settings: Settings, choice: SummarizerChoice) -> ChatProvider:
     """The summarizer model handed to the services: the built-in rules, or the configured chat
     model's provider chain (a `summarizer:` model of its own is built by the services, with
@@ -209,12 +255,14 @@ class _Told:
     failed: int
 
 
-async def _tell(services: Services, script: Script) -> _Told:
+async def _tell(services: Services, script: Script, progress: Progress) -> _Told:
     """Send the script's messages in one session, each once the summarizer is idle (as from a
     user who types slower than it summarizes), and wait for it after the last."""
     session_id: str | None = None
     ids: list[int | None] = []
-    for text in script.messages:
+    for number, text in enumerate(script.messages, 1):
+        if number % 100 == 0:
+            progress.say(f"told {number} of {len(script.messages)} turns")
         end = await _turn(services, text, session_id)
         ids.append(end.user_message_id if end is not None else None)
         session_id = end.session_id if end is not None else session_id
