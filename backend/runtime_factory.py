@@ -211,6 +211,7 @@ class RuntimeFactory:
             embedder=self.embedders.get(memory.embeddings, settings.providers),
             search_archive=memory.search_archive,
             standing_share=memory.standing_share,
+            deletes_evicted=memory.delete_evicted,
         )
 
     async def aclose(self) -> None:

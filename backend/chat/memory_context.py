@@ -32,7 +32,7 @@ from backend.retrieval.scope_index import ScopeIndex
 
 log = logging.getLogger(__name__)
 
-RANKED = 120  # candidates ranked per message: far more than a budget of lines holds
+RANKED = 60  # candidates ranked per message: more than a budget of lines holds
 NEAR_COPY = 0.7  # the share of shared words that makes a line a repeat of one chosen
 
 
@@ -66,6 +66,7 @@ class Retrieval:
     embedder: Embedder | None = None
     search_archive: bool = True
     standing_share: float = 0.25
+    deletes_evicted: bool = False  # memory.delete_evicted: archived turns are deleted
 
 
 class MemoryContext:
@@ -120,8 +121,17 @@ class MemoryContext:
                 item.key in standing_keys or (window is not None and window.holds(item))
             ),
         )
-        ranked = await recall.still_stored(scope, index, ranked)
         chosen = self._within(index, ranked, self._budget_tokens - used, tuple(terms))
+        # A message deleted since it was indexed is left out: another session's (deleted with
+        # it, from any process), or this session's archived ones when evicted ones are deleted.
+        current = window.session_id if window is not None else None
+        checked = [
+            item
+            for item, _ in chosen
+            if item.is_turn and (self._retrieval.deletes_evicted or item.session_id != current)
+        ]
+        gone = await recall.deleted(scope, index, checked)
+        chosen = [(item, line) for item, line in chosen if item.key not in gone]
         return PromptMemory(
             standing=[item.line() for item in standing],
             relevant=[line for item, line in chosen if not item.is_turn],
@@ -175,16 +185,17 @@ class MemoryContext:
         chosen, used = [], 0
         said: list[frozenset[str]] = []  # the terms of each line chosen
         for item in ranked:
-            words = frozenset(search_terms(item.text, limit=None))
-            if any(_is_near_copy(words, earlier) for earlier in said):
+            if any(_is_near_copy(item.words, earlier) for earlier in said):
                 continue  # a repeat says nothing new, and its tokens are billed every turn
-            line = item.line(terms)
-            is_plain = line == item.line()
-            cost = self._cost(index, item) if is_plain else self._counter.count(line) + 1
+            if item.is_cut:
+                line = item.line(terms)
+                cost = self._counter.count(line) + 1
+            else:
+                line, cost = item.plain_line, self._cost(index, item)
             if used + cost > budget:
                 continue  # a smaller line after it may still fit
             chosen.append((item, line))
-            said.append(words)
+            said.append(item.words)
             used += cost
         return chosen
 

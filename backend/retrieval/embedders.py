@@ -9,10 +9,8 @@ names the vector space: vectors stored under another name are never compared wit
 from __future__ import annotations
 
 import asyncio
-import functools
 from collections.abc import Mapping, Sequence
-from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
 import httpx2
 import numpy as np
@@ -22,13 +20,10 @@ import openai
 from backend.errors import TallyError
 from backend.memory_settings import EmbeddingSettings
 from backend.providers.endpoints import DEFAULT_BASE_URLS
+from backend.retrieval.builtin_model import DIMENSIONS, load_builtin_model
 from backend.settings import ProviderSettings
 
-if TYPE_CHECKING:
-    from wordllama.inference import WordLlamaInference
-
 Vectors = npt.NDArray[np.float32]
-BUILTIN_DIMENSIONS = 256
 INLINE_TEXTS = 64  # more than this at once is embedded in a worker thread (a cold scope)
 PLACEHOLDER_KEY = "unset"  # local servers take any key; the SDK insists on one
 REQUEST_TEXTS = 256  # texts per embeddings request
@@ -61,45 +56,30 @@ def normalised(rows: npt.ArrayLike) -> Vectors:
 
 
 class BuiltinEmbedder:
-    """WordLlama's `l2_supercat` token embeddings, averaged: weights inside the `wordllama`
-    wheel, so it needs no network, ever. Loaded on first use, in a worker thread (about a
-    second); a sentence then takes a small fraction of a millisecond.
+    """WordLlama's `l2_supercat` model (`builtin_model.py`): its weights and tokenizer come
+    from the installed `wordllama` wheel, so it needs no network, ever. Loaded on first use, in
+    a worker thread; a sentence then takes a small fraction of a millisecond.
 
     Its English is good (paraphrases far above unrelated text); its Chinese signal is mostly
-    shared characters, which the keyword side already catches (docs/memory.md measures both).
+    shared characters, which serves Chinese well beside the keyword side (the long memory eval
+    measures both).
     """
 
-    name = f"wordllama-l2-supercat-{BUILTIN_DIMENSIONS}"
+    name = f"wordllama-l2-supercat-{DIMENSIONS}"
     is_local = True
 
     async def embed(self, texts: Sequence[str]) -> Vectors:
         if not texts:
-            return np.zeros((0, BUILTIN_DIMENSIONS), dtype=np.float32)
+            return np.zeros((0, DIMENSIONS), dtype=np.float32)
         if not load_builtin_model.cache_info().currsize or len(texts) > INLINE_TEXTS:
             return await asyncio.to_thread(self._embed, texts)
         return self._embed(texts)
 
     def _embed(self, texts: Sequence[str]) -> Vectors:
-        # Normalised here: the package's own norm divides by zero for a text with no tokens
-        # (an emoji alone), leaving a row of NaN that would poison every search.
-        return normalised(load_builtin_model().embed(list(texts), norm=False))
+        return normalised(load_builtin_model().pooled(texts))
 
     async def aclose(self) -> None:
         pass  # the weights are read-only and shared by every user in the process
-
-
-@functools.cache  # once per process: every tenant and every test shares the read-only weights
-def load_builtin_model() -> WordLlamaInference:
-    """The model from the installed package's own files. The package's default `load()` looks
-    for its tokenizer in the wrong folder and then downloads it; naming the package folder as
-    the cache, with downloads off, reads both files from the wheel."""
-    import wordllama
-
-    return wordllama.WordLlama.load(
-        cache_dir=Path(wordllama.__file__).parent,
-        disable_download=True,
-        trunc_dim=BUILTIN_DIMENSIONS,
-    )
 
 
 class ProviderEmbedder:

@@ -25,8 +25,8 @@ from backend.retrieval.scope_index import ScopeIndex
 
 RRF_K = 60  # the usual constant of reciprocal rank fusion: damps the weight of the very top
 MEANING_FLOOR = 0.25  # a cosine below this is no evidence of relevance (unrelated text ~0)
-MEANING_MARGIN = 0.15  # ... nor one this far below the closest item's
-WORDS_SHARE = 0.3  # a BM25 score below this share of the best one's is the list's tail
+MEANING_MARGIN = 0.25  # ... nor one this far below the closest item's
+WORDS_SHARE = 0.15  # a BM25 score below this share of the best one's is the list's tail
 FOLLOWED = 3  # the best items whose words are asked for in turn
 FOLLOW_TERMS = 3  # the rarest words taken from each
 FOLLOW_WEIGHT = 0.5  # what a follow-up hit counts, against a hit of the query itself
@@ -42,7 +42,7 @@ def rank(
 ) -> list[Recollection]:
     """Up to `limit` items that bear on the query, best first; never an excluded, shadowed or
     corrected one."""
-    wanted = limit + index.hidden + 64  # room for what is filtered out
+    wanted = limit + index.hidden + 32  # room for what is filtered out
     by_words = index.visible(index.keywords.search(terms, wanted), is_excluded)
     by_meaning = []
     if query is not None:

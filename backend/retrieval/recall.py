@@ -97,16 +97,17 @@ class Recall:
             return None
         return np.asarray(vectors[0], dtype=np.float32)
 
-    async def still_stored(
-        self, scope: Scope, index: ScopeIndex, chosen: Sequence[Recollection]
-    ) -> list[Recollection]:
-        """`chosen` less the messages deleted since they were indexed (from any process)."""
-        ids = {item.key for item in chosen if item.is_turn}
+    async def deleted(
+        self, scope: Scope, index: ScopeIndex, turns: Sequence[Recollection]
+    ) -> set[int]:
+        """The keys of those `turns` deleted since they were indexed (by any process); the
+        index forgets them."""
+        ids = {item.key for item in turns}
         if not ids:
-            return list(chosen)
-        existing = await self._archive.existing(tenant_id=scope.tenant_id, ids=ids)
-        index.drop(ids - existing)
-        return [item for item in chosen if not item.is_turn or item.key in existing]
+            return set()
+        gone = ids - await self._archive.existing(tenant_id=scope.tenant_id, ids=ids)
+        index.drop(gone)
+        return gone
 
     async def remember(
         self, tenant_id: str, memory_key: str, facts: Sequence[str], embedder: Embedder | None

@@ -12,6 +12,7 @@ from functools import cached_property
 from backend.domain.messages import Role
 from backend.memory.corrections import SENTENCE
 from backend.memory.entries import MemoryDocument, MemoryEntry, format_line
+from backend.memory.terms import search_terms
 from backend.storage.archive import SaidMessage
 from backend.storage.memory_vectors import message_item
 
@@ -44,9 +45,24 @@ class Recollection:
             self.role == "user" and text.endswith(("?", "？")) and len(SENTENCE.findall(text)) == 1
         )
 
+    @cached_property
+    def words(self) -> frozenset[str]:
+        """Its search terms (`terms.search_terms`), all of them."""
+        return frozenset(search_terms(self.text, limit=None))
+
+    @cached_property
+    def plain_line(self) -> str:
+        """The prompt line: `date|source|fact`, or `date|where, who|what was said`."""
+        return self.line()
+
+    @property
+    def is_cut(self) -> bool:
+        """Whether its line shows only part of it (a long message)."""
+        return len(self.text) > TURN_CHARS
+
     def line(self, terms: tuple[str, ...] = ()) -> str:
-        """The prompt line: `date|source|fact`, or `date|where, who|what was said` with a long
-        message cut to the part around the first of `terms` it holds."""
+        """The prompt line, a long message cut to the part around the first of `terms` it
+        holds."""
         if self.role is None:
             return format_line(self.said_on, self.source, self.text)
         return format_line(self.said_on, f"{self.source}, {self.role}", excerpt(self.text, terms))

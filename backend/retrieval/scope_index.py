@@ -52,7 +52,7 @@ class Shadow:
             return False
         if not p.first_message_id <= item.message_id <= p.last_message_id:
             return False
-        return len(self.words & set(search_terms(item.text, limit=None))) >= self.needed
+        return len(self.words & item.words) >= self.needed
 
 
 class ScopeIndex:
@@ -151,7 +151,7 @@ class ScopeIndex:
         costs = self._costs.setdefault(item.key, {})
         cost = costs.get(counter.model)
         if cost is None:
-            cost = costs[counter.model] = counter.count(item.line()) + 1
+            cost = costs[counter.model] = counter.count(item.plain_line) + 1
         return cost
 
     def standing_facts(self) -> list[Recollection]:

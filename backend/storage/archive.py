@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Select, or_, select
+from sqlalchemy import ColumnElement, Select, bindparam, or_, select
 
 from backend.domain.inbound import origin_of
 from backend.domain.messages import Role
@@ -44,10 +44,15 @@ class ArchiveReader:
         """Up to `limit` complete messages with id > `after_id` of the scope's sessions, oldest
         first. `user_keys`: None for every session of the tenant; empty for its sessions
         without an end user; else the sessions of those end users."""
-        query = _scope_messages(tenant_id, user_keys).where(messages.c.id > after_id)
+        values: dict[str, object] = {"tenant": tenant_id, "after": after_id, "limit": limit}
+        if user_keys is None:
+            statement = _SAID_IN_TENANT
+        elif not user_keys:
+            statement = _SAID_WITHOUT_USER
+        else:
+            statement, values["keys"] = _SAID_BY_USERS, list(user_keys)
         async with self._db.read() as conn:
-            rows = await conn.execute(query.order_by(messages.c.id).limit(limit))
-            return [_said(row) for row in rows]
+            return [_said(row) for row in await conn.execute(statement, values)]
 
     async def existing(self, *, tenant_id: str, ids: Collection[int]) -> set[int]:
         """Those of `ids` still stored (a deleted session takes its messages with it)."""
@@ -55,17 +60,15 @@ class ArchiveReader:
         found: set[int] = set()
         async with self._db.read() as conn:
             for start in range(0, len(wanted), _BATCH):
-                rows = await conn.scalars(
-                    select(messages.c.id).where(
-                        messages.c.tenant_id == tenant_id,
-                        messages.c.id.in_(wanted[start : start + _BATCH]),
-                    )
-                )
+                batch = wanted[start : start + _BATCH]
+                rows = await conn.scalars(_EXISTING, {"tenant": tenant_id, "ids": batch})
                 found.update(int(message_id) for message_id in rows)
         return found
 
 
-def _scope_messages(tenant_id: str, user_keys: Sequence[str] | None) -> Select[Any]:
+def _scope_messages(sessions_of: ColumnElement[bool] | None) -> Select[Any]:
+    """The scope's messages after `after`, oldest first, at most `limit`; built once per kind
+    of scope, so a turn passes only its values (as messages.py does for its writes)."""
     query = (
         select(
             messages.c.id,
@@ -78,16 +81,24 @@ def _scope_messages(tenant_id: str, user_keys: Sequence[str] | None) -> Select[A
         )
         .join(sessions, sessions.c.id == messages.c.session_id)
         .where(
-            messages.c.tenant_id == tenant_id,
-            sessions.c.tenant_id == tenant_id,
+            messages.c.tenant_id == bindparam("tenant"),
+            sessions.c.tenant_id == bindparam("tenant"),
             messages.c.status == "complete",
+            messages.c.id > bindparam("after"),
         )
     )
-    if user_keys is None:
-        return query
-    if not user_keys:
-        return query.where(or_(sessions.c.user_key.is_(None), sessions.c.user_key == ""))
-    return query.where(sessions.c.user_key.in_(list(user_keys)))
+    if sessions_of is not None:
+        query = query.where(sessions_of)
+    return query.order_by(messages.c.id).limit(bindparam("limit"))
+
+
+_SAID_IN_TENANT = _scope_messages(None)
+_SAID_WITHOUT_USER = _scope_messages(or_(sessions.c.user_key.is_(None), sessions.c.user_key == ""))
+_SAID_BY_USERS = _scope_messages(sessions.c.user_key.in_(bindparam("keys", expanding=True)))
+_EXISTING = select(messages.c.id).where(
+    messages.c.tenant_id == bindparam("tenant"),
+    messages.c.id.in_(bindparam("ids", expanding=True)),
+)
 
 
 def _said(row: Any) -> SaidMessage:

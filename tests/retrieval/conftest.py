@@ -71,7 +71,8 @@ class Archive:
         index = await self.recall.refreshed(scope, parse_document(memory), self.embedder)
         vector = await self.recall.embed_query(query, self.embedder)
         ranked = rank(index, search_terms(query), vector, limit=limit, is_excluded=lambda _: False)
-        return await self.recall.still_stored(scope, index, ranked)
+        gone = await self.recall.deleted(scope, index, [item for item in ranked if item.is_turn])
+        return [item for item in ranked if item.key not in gone]
 
 
 def texts(found: Sequence[Recollection]) -> list[str]:

@@ -12,23 +12,24 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import wordllama
 
+from backend.retrieval.builtin_model import load_builtin_model
 from backend.retrieval.embedders import BuiltinEmbedder
 from tests.conftest import ROOT
 
 PROBE = """
-import json, socket
-from backend.retrieval.embedders import load_builtin_model
+import asyncio, json, socket
+from backend.retrieval.builtin_model import load_builtin_model
+from backend.retrieval.embedders import BuiltinEmbedder
 try:
     socket.create_connection(("1.1.1.1", 443), timeout=2)
     reachable = True
 except OSError:
     reachable = False
-model = load_builtin_model()
-rows = model.embed(
-    ["What is my favourite tea?", "My favourite tea is oolong.", "The train was late."],
-    norm=True,
-)
+rows = asyncio.run(BuiltinEmbedder().embed(
+    ["What is my favourite tea?", "My favourite tea is oolong.", "The train was late."]
+))
 print(json.dumps({
     "reachable": reachable,
     "dimensions": int(rows.shape[1]),
@@ -74,3 +75,15 @@ async def test_a_text_with_nothing_to_embed_gets_a_zero_vector_never_nan() -> No
 
     assert not np.isnan(vectors).any()
     assert np.linalg.norm(vectors[0]) == 0 and np.isclose(np.linalg.norm(vectors[1]), 1.0)
+
+
+def test_the_builtin_model_embeds_as_the_wordllama_package_does() -> None:
+    """Our inference over the wheel's files gives the package's own vectors."""
+    texts = ["My sister works at a bakery.", "我妹妹在杭州的一家面包店工作", "", "🙂 ok"]
+    package = wordllama.WordLlama.load(
+        cache_dir=Path(wordllama.__file__).parent, disable_download=True
+    )
+    expected = package.embed(texts, norm=False)
+    ours = load_builtin_model().pooled(texts)
+
+    assert np.allclose(ours, expected, atol=1e-5)
