@@ -32,7 +32,8 @@ from backend.retrieval.scope_index import ScopeIndex
 
 log = logging.getLogger(__name__)
 
-RANKED = 60  # candidates ranked per message: more than a budget of lines holds
+RANKED = 120  # candidates ranked per message: more than a budget of lines holds, so a line
+# that does not fit leaves room for the next
 NEAR_COPY = 0.7  # the share of shared words that makes a line a repeat of one chosen
 
 

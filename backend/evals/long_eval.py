@@ -53,6 +53,7 @@ from backend.storage.tables import overflow_jobs
 
 MEMORY_LINE = re.compile(r"^\d{4}-\d{2}-\d{2}\|.*$", re.MULTILINE)
 BETWEEN_MESSAGES = timedelta(minutes=3)
+CACHED_PRICE = 0.1  # of a token's price, for a prompt prefix served from the vendor's cache
 
 
 async def evaluate_long(
@@ -124,15 +125,25 @@ def _answered(
     counter: TokenCounter,
 ) -> Answered:
     if request is None:  # the turn failed: nothing reached the model
-        return Answered(story, False, False, 0, 0)
+        return Answered(story, False, False, 0, 0.0, 0)
     lines = memory_lines(request)
+    standing = MEMORY_LINE.findall(request.system)
+    memory_tokens = counter.count("\n".join(lines))
+    standing_tokens = counter.count("\n".join(standing))
     return Answered(
         story=story,
         is_recalled=has_evidence(script, index, lines),
         is_stale=story.stale is not None and _holds(lines, story.stale),
-        memory_tokens=counter.count("\n".join(lines)),
+        memory_tokens=memory_tokens,
+        billed_tokens=billed(standing_tokens, memory_tokens - standing_tokens),
         request_tokens=counter.count_request(request),
     )
+
+
+def billed(cached: int, fresh: int) -> float:
+    """What tokens cost, in full-price tokens, when the cached ones are billed at a tenth (as
+    vendors bill a prompt prefix they served from their cache)."""
+    return cached * CACHED_PRICE + fresh
 
 
 def memory_lines(request: ChatRequest) -> list[str]:
@@ -159,7 +170,8 @@ def _policy(script: LongScript, lines: list[str], counter: TokenCounter) -> Poli
     """What sending `lines` to every question recalls, and what it costs per question."""
     recalled = tuple(has_evidence(script, index, lines) for index in range(len(script.stories)))
     stale = tuple(s.stale is not None and _holds(lines, s.stale) for s in script.stories)
-    return Policy(recalled, stale, counter.count("\n".join(lines)))
+    tokens = counter.count("\n".join(lines))
+    return Policy(recalled, stale, tokens, billed(tokens, 0))  # standing: cached
 
 
 def _newest_within(lines: list[str], budget: int, counter: TokenCounter) -> list[str]:

@@ -19,6 +19,7 @@ class Answered:
     is_recalled: bool  # every needle of its evidence was in the request's memory
     is_stale: bool  # a corrected value's old value was there
     memory_tokens: int  # of the memory lines in the request
+    billed_tokens: float  # the same, the standing (cached) ones billed at a tenth
     request_tokens: int  # of the whole request
 
 
@@ -29,6 +30,7 @@ class Policy:
     recalled: tuple[bool, ...]
     stale: tuple[bool, ...]
     tokens: int  # the same lines for every question
+    billed: float  # standing in the system prompt: billed at a tenth after the first turn
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,11 +60,13 @@ def render_long(report: LongReport, *, seconds: float) -> str:
         "Each question is asked in a fresh session after the last one, so only memory can",
         "answer. Recall: the question's evidence (both statements, for two-fact questions; the",
         "day it was said, for when-questions) is in the memory the request carries. Tokens:",
-        "memory tokens per question (cl100k/o200k). Beside Tally, the same final memory sent",
+        "memory tokens per question (cl100k/o200k); billed: the same with the standing lines",
+        "(the cached system prompt) at a tenth. Beside Tally, the same final memory standing",
         "whole (all memory) and cut to its newest lines within the budget (recency only).",
         "",
-        "| questions | count | Tally | tokens | all memory | tokens | recency only | tokens |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|",
+        "| questions | count | Tally | tokens | billed | all memory | tokens | billed"
+        " | recency only | tokens | billed |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
         _row("all", report, range(len(report.tally))),
     ]
     for kind in KINDS:
@@ -91,24 +95,22 @@ def _row(label: str, report: LongReport, chosen: Sequence[int]) -> str:
     cells = [
         _share(sum(a.is_recalled for a in tally), len(tally)),
         _mean(a.memory_tokens for a in tally),
-        _share(sum(report.all_memory.recalled[i] for i in chosen), len(chosen)),
-        f"{report.all_memory.tokens:,}",
-        _share(sum(report.recency.recalled[i] for i in chosen), len(chosen)),
-        f"{report.recency.tokens:,}",
+        _mean(a.billed_tokens for a in tally),
     ]
+    for policy in (report.all_memory, report.recency):
+        cells += [
+            _share(sum(policy.recalled[i] for i in chosen), len(chosen)),
+            f"{policy.tokens:,}",
+            f"{policy.billed:,.0f}",
+        ]
     return f"| {label} | {len(chosen)} | {' | '.join(cells)} |"
 
 
 def _stale_row(report: LongReport, chosen: Sequence[int]) -> str:
     tally = sum(report.tally[i].is_stale for i in chosen)
-    cells = [
-        _share(tally, len(chosen)),
-        "",
-        _share(sum(report.all_memory.stale[i] for i in chosen), len(chosen)),
-        "",
-        _share(sum(report.recency.stale[i] for i in chosen), len(chosen)),
-        "",
-    ]
+    cells = [_share(tally, len(chosen)), "", ""]
+    for policy in (report.all_memory, report.recency):
+        cells += [_share(sum(policy.stale[i] for i in chosen), len(chosen)), "", ""]
     return f"| stale: the old value came back | {len(chosen)} | {' | '.join(cells)} |"
 
 

@@ -249,3 +249,35 @@ def test_the_default_run_tells_200_facts_and_recalls_most_of_them(
     assert share(table["all"][1]) >= 75.0  # measured 94.5% at window 50
     assert table["never stated (control)"][1:] == ["0.0% (0)", "0.0% (0)"]
     assert table["failed turns"] == ["0"]
+
+
+@pytest.mark.parametrize("language", ["en", "zh"])
+def test_the_long_eval_finds_what_months_of_sessions_said_and_no_corrected_value(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], language: str
+) -> None:
+    printed = run_eval(
+        write_config(tmp_path), capsys, "--long", "--language", language, "--summarizer", "builtin"
+    )
+    table = rows(printed)
+
+    assert "24 sessions over 205 days, 39 questions" in printed
+    kinds = ["single", "paraphrase", "two-fact", "when", "corrected"]
+    assert all(table[kind][0] for kind in kinds)  # every kind asked, with its count
+    tally, all_memory, recency = (
+        share(table["all"][1]),
+        share(table["all"][4]),
+        share(table["all"][7]),
+    )
+    # The archive and the ranking find what the rule-based summarizer never kept.
+    assert tally > all_memory >= recency
+    assert share(table["when"][1]) == 100.0  # lines carry the day their words were said
+    assert share(table["stale: the old value came back"][1]) == 0.0
+    assert int(table["summarizer calls"][0]) > 0
+
+
+def test_language_applies_to_the_long_eval_only(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code = main(["--config", str(write_config(tmp_path)), "eval", "memory", "--language", "zh"])
+    assert code == 2
+    assert "--language applies to --long" in capsys.readouterr().err
