@@ -8,6 +8,7 @@ import os
 from collections.abc import AsyncIterator, Callable, Iterable
 from contextlib import asynccontextmanager
 from datetime import datetime
+from pathlib import Path
 from typing import Any
 
 from backend.api.auth import DEFAULT_TENANT
@@ -24,6 +25,8 @@ from backend.chat.turn_lock import SessionLocks
 from backend.coordination.choice import open_coordinator
 from backend.domain.clock import utc_now
 from backend.errors import ConfigError
+from backend.memory.base import MemoryWriteFailed
+from backend.memory.file_store import FileMemoryStore
 from backend.providers.base import ChatProvider
 from backend.providers.outcomes import ProviderOutcomes
 from backend.runtime_factory import RuntimeFactory
@@ -62,6 +65,7 @@ async def build_services(
     outcomes = ProviderOutcomes()
     try:
         await migrate(database)
+        await _create_memory_file(settings)
         factory = RuntimeFactory.for_database(
             settings,
             database,
@@ -180,6 +184,19 @@ async def check_settings(settings: Settings) -> list[tuple[str, str, ChannelSett
     finally:
         await database.dispose()
     return bots
+
+
+async def _create_memory_file(settings: Settings) -> None:
+    """Makes the default tenant's MEMORY.md at the first start; one that cannot be written yet
+    is no reason to refuse serving (memory reports itself degraded until it can be)."""
+    if settings.memory.store != "file":
+        return
+    store = FileMemoryStore(Path(settings.memory.path), Path(settings.data_dir))
+    try:
+        if await store.create_default_file():
+            log.info("created %s, the default tenant's memory", settings.memory.path)
+    except MemoryWriteFailed as exc:
+        log.warning("cannot create %s yet: %s", settings.memory.path, exc.message)
 
 
 async def _stored_overrides(tenants: TenantRepository, tenant_id: str) -> dict[str, Any]:
