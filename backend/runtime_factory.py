@@ -151,6 +151,7 @@ class RuntimeFactory:
             provider=provider,
             is_demo=choice.is_demo,
             demo_key_env=choice.missing_key_env,
+            demo_hint=choice.hint,
             builder=builder,
             tools=tools,
             counter=counter,
@@ -170,7 +171,7 @@ class RuntimeFactory:
         if self.provider is not None:
             provider, owned = self.provider, []
         elif choice.is_demo:
-            provider = DemoProvider(key_env=choice.missing_key_env)
+            provider = DemoProvider(hint=choice.hint or "")
             owned = [provider]
         else:
             provider = build_chat_provider(settings.providers, choice.model, outcomes=self.outcomes)

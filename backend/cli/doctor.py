@@ -86,12 +86,11 @@ async def _check_provider(settings: Settings, *, is_offline: bool) -> bool:
     model = choice.model
     try:
         if choice.is_demo:
-            wanted = choice.missing_key_env or "the key your provider names in api_key_env"
             return _report(
                 "WARN",
                 "provider",
                 "demo mode: no LLM key is set, so the built-in demo provider answers",
-                f"export {wanted} (or edit providers and model in {settings.source}), restart",
+                choice.hint or "",
             )
         if is_offline:
             return _report("ok", f"provider {model.provider}", "not called (--offline)")

@@ -27,6 +27,7 @@ from backend.chat.runtime import TenantRuntime
 from backend.chat.service import ChatService
 from backend.chat.services import Services
 from backend.chat.turn_handle import TurnHandle
+from backend.cli.terminal_markdown import MarkdownStream, render_markdown
 from backend.composition import build_services
 from backend.domain.events import (
     RetryScheduled,
@@ -82,7 +83,8 @@ class _Chat:
     def greet(self) -> None:
         print(f"Tally · model {self.runtime.model.name} · session {self.session.id}")
         if self.runtime.is_demo:
-            print("(demo provider: no LLM key is configured)")
+            hint = self.runtime.demo_hint
+            print(f"(the built-in demo provider answers; to talk to a real model, {hint})")
         if self.recap is not None:
             _show_recap(self.recap, assistant=self.runtime.settings.persona.name)
         print("Type a message. Ctrl-C stops a reply; Ctrl-C or Ctrl-D at the prompt quits.\n")
@@ -118,6 +120,8 @@ def _show_recap(messages: list[StoredMessage], *, assistant: str) -> None:
         text = message.content
         if len(text) > RECAP_CHARS:
             text = text[: RECAP_CHARS - 1] + "…"
+        if message.role == "assistant":
+            text = render_markdown(text, is_styled=sys.stdout.isatty())
         if message.images:
             text += f" [{len(message.images)} image(s)]"
         print(f"  {role}: " + text.replace("\n", "\n    "))  # later lines indented under it
@@ -168,22 +172,26 @@ class _Turn:
             return
         if self._is_cancel_requested:
             self._handle.cancel()
+        markdown = MarkdownStream(is_styled=sys.stdout.isatty())
         async for event in self._handle.events():
-            _show(event)
+            _show(event, markdown)
 
 
-def _show(event: object) -> None:
+def _show(event: object, markdown: MarkdownStream) -> None:
     out = sys.stdout
     if isinstance(event, TextDelta):
-        out.write(event.text)
-    elif isinstance(event, ThinkingDelta):
+        out.write(markdown.feed(event.text))
+        out.flush()
+        return
+    out.write(markdown.finish())  # whatever follows the words starts with no style open
+    if isinstance(event, ThinkingDelta):
         out.write(f"\x1b[2m{event.text}\x1b[0m")
     elif isinstance(event, ToolStarted):
         out.write(f"\n[tool {event.call.name} {event.call.arguments}]")
     elif isinstance(event, ToolFinished):
         out.write(f" → {event.result[:200]}\n")
     elif isinstance(event, RetryScheduled):
-        out.write(f"\n[retrying in {event.delay_s:.1f} s: {event.reason}]\n")
+        out.write(f"\n[retrying in {event.delay_s:.1f} s: {event.message or event.reason}]\n")
     elif isinstance(event, TurnCompleted):
         out.write("\n\n")
     elif isinstance(event, TurnFailed) and event.code == TurnCancelled.code:
