@@ -24,6 +24,7 @@ from pydantic import (
 from backend.channel_settings import ChannelSettings, bot_name_problems
 from backend.coordination_settings import CoordinationSettings
 from backend.errors import ConfigError
+from backend.logging_settings import LoggingSettings
 from backend.pricing import PricingSettings
 from backend.provider_settings import ModelRef as ModelRef
 from backend.provider_settings import ModelSettings as ModelSettings
@@ -192,6 +193,7 @@ class Settings(Strict):
     quotas: QuotaSettings = QuotaSettings()
     pricing: PricingSettings = PricingSettings()  # the usage's estimated cost
     coordination: CoordinationSettings = CoordinationSettings()
+    logging: LoggingSettings = LoggingSettings()  # how `tally serve` writes its log
     channels: dict[str, ChannelSettings] = Field(default_factory=dict)  # the default tenant's
     tenants: dict[str, dict[str, Any]] = Field(default_factory=dict)
     prompts_dir: str = "prompts"

@@ -22,6 +22,7 @@ from backend.chat.failpoints import Failpoints
 from backend.chat.memory_health import MemoryHealth
 from backend.chat.overflow_policy import OverflowPolicy, auto_write_range, memory_source
 from backend.chat.summarizer import Summarizer, SummaryOutput, raw_output
+from backend.chat.summary_log import log_job_done, log_job_retry
 from backend.chat.window import plan_eviction
 from backend.domain.inbound import origin_of
 from backend.domain.messages import Session, StoredMessage, Usage
@@ -306,6 +307,7 @@ class OverflowWorker:
             await self._jobs.record_memory(job, memory_entry_id=entry_id)
             self._failpoints.hit("overflow.memory_written")
         await self._jobs.complete(job, delete_evicted=self._policy.delete_evicted)
+        log_job_done(job)
         self._health.summaries_recovered(job.tenant_id, job.session_id)
         self._failpoints.hit("overflow.done")
 
@@ -380,14 +382,7 @@ class OverflowWorker:
         delay = backoff * (0.5 + random.random())
         if job.attempts + 1 >= self._policy.max_attempts:
             delay = 0.0  # the last one failed: keep the range as a raw line now
-        log.warning(
-            "overflow job %s failed (%s, attempt %s); retry in %.1f s",
-            job.id,
-            error.code,
-            job.attempts + 1,
-            delay,
-            extra={"tenant": job.tenant_id, "session": job.session_id},
-        )
+        log_job_retry(job, error, delay_s=delay)
         retry_at = datetime.now(UTC) + timedelta(seconds=delay)
         self._health.summaries_failing(
             job.tenant_id, job.session_id, attempts=job.attempts + 1, error=error.code

@@ -124,8 +124,7 @@ class TurnRunner:
             if fault is None:
                 log.exception("turn failed unexpectedly", extra=handle.log_fields())
                 handle.emit(TurnFailed("internal_error", "the turn failed unexpectedly", 500))
-            else:
-                log.warning("turn failed: %s", fault.message, extra=handle.log_fields())
+            else:  # TurnFailed's log line says what failed
                 handle.emit(TurnFailed(fault.code, fault.message, fault.status, fault.retry_after))
         finally:
             self.running.remove(handle)
@@ -361,7 +360,6 @@ class TurnRunner:
             )
             return stored
         failure = error or EmptyReply("model", "the model stopped without a reply")
-        log.warning("turn ended with %s", failure.code, extra=handle.log_fields())
         handle.emit(
             TurnFailed(
                 code=failure.code,
