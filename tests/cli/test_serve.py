@@ -22,6 +22,45 @@ from tests.crash import START_TIMEOUT_S
 OPENAI_MODEL = OPENAI + "model: {provider: openai, name: gpt-4o-mini}\n"
 
 
+FIVE_MISTAKES = (
+    "providers:\n"
+    "  openai: {kind: openai_compatible, api_key_env: OPENAI_API_KEY, api_key: sk-oops}\n"
+    "model: {provider: openai, name: gpt-4o-mini}\n"
+    "persona: {nmae: Ada, system_template: mine.md.j2}\n"
+    "tools: {enabled: [memory_search, web_search]}\n"
+    "tenants: {acme: {model: {provider: azure, name: gpt-4o}}}\n"
+)
+# One a layer: the schema (two), a tenant's model, a tool, a template.
+REPORTED = [
+    "providers.openai.api_key: unknown key; secrets never go in the file",
+    "persona.nmae: unknown key (did you mean name?)",
+    "tenants.acme.model.provider: provider 'azure' is not defined under providers:",
+    "tools.enabled.1: unknown tool 'web_search'",
+    "persona.system_template: 'mine.md.j2' is not in the prompts folder",
+]
+
+
+@pytest.mark.parametrize("command", [("serve", "--port", "0"), ("doctor", "--offline")])
+def test_five_mistakes_are_reported_together_in_one_run(
+    tmp_path: Path, command: tuple[str, ...]
+) -> None:
+    path = tmp_path / "config.yaml"
+    path.write_text(
+        f'database: {{url: "sqlite+aiosqlite:///{tmp_path}/t.db"}}\n'
+        f"prompts_dir: {ROOT / 'prompts'}\n" + FIVE_MISTAKES,
+        encoding="utf-8",
+    )
+    result = tally("--config", str(path), *command)
+
+    said = result.stdout + result.stderr
+    assert result.returncode == (2 if command[0] == "serve" else 1)
+    lines = said.splitlines()
+    found = [next(i for i, line in enumerate(lines) if problem in line) for problem in REPORTED]
+    assert found == sorted(found)  # each once, the file's values first
+    assert sum("invalid configuration" in line for line in lines) == 1
+    assert "serving on" not in said and "Traceback" not in said
+
+
 def test_serve_refuses_a_public_host_without_keys(tmp_path: Path) -> None:
     result = tally("--config", str(config(tmp_path)), "serve", "--host", "0.0.0.0")
     assert result.returncode == 2
