@@ -31,6 +31,7 @@ const thread = new Thread($("messages"), {
   onSummaryState: (summaryState) => {
     $("summary-add-button").hidden = summaryState !== "none";
   },
+  onRetry: (failed) => retryStored(failed),
 });
 const composer = new Composer($("composer"), {
   onSend: (text, images) => send(text, null, images),
@@ -288,6 +289,17 @@ async function send(rawText, retryOf = null, images = []) {
   if (state.sessionId === sessionId) gauge.show(state.contexts.get(sessionId) ?? null);
   updateComposer();
   afterTurn(sessionId);
+}
+
+/**
+ * Retry a failed turn drawn from storage (after a reload): the key the server kept with it
+ * resumes the same turn, so no second user message is stored.
+ */
+function retryStored({ text, images, key, userEl, view }) {
+  if (state.turns.has(state.sessionId)) return;
+  view.removeRetry();
+  if (!view.replyText) view.el.remove();
+  send(text, { key, images, userEl });
 }
 
 function stop() {

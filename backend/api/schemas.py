@@ -71,6 +71,11 @@ class ImagePublic(BaseModel):
     data: str
 
 
+class TurnFailurePublic(BaseModel):
+    code: str
+    message: str
+
+
 class MessagePublic(BaseModel):
     id: int
     role: Literal["user", "assistant"]
@@ -82,6 +87,8 @@ class MessagePublic(BaseModel):
     is_archived: bool = False
     compacted: bool = False  # a reply answered from a request compacted to fit the context
     thinking: str = ""  # a reply's reasoning, when the model streamed any
+    failure: TurnFailurePublic | None = None  # a user message whose turn failed, until answered
+    retry_key: str | None = None  # with a failure: the Idempotency-Key that resumes the turn
 
 
 class MessageList(BaseModel):

@@ -113,7 +113,11 @@ def _show_recap(messages: list[StoredMessage], *, assistant: str) -> None:
         print("(this session has no messages yet)")
         return
     print(f"The last {len(messages)} messages of this session:")
+    failed: StoredMessage | None = None  # a user message whose turn failed, said after it
     for message in messages:
+        if failed is not None and message.turn_id != failed.turn_id:
+            _show_failure(failed)
+            failed = None
         role = "you" if message.role == "user" else assistant
         if message.status == "incomplete":
             role += " (incomplete)"
@@ -125,7 +129,19 @@ def _show_recap(messages: list[StoredMessage], *, assistant: str) -> None:
         if message.images:
             text += f" [{len(message.images)} image(s)]"
         print(f"  {role}: " + text.replace("\n", "\n    "))  # later lines indented under it
+        failed = message if message.failure is not None else failed
+    if failed is not None:
+        _show_failure(failed)
     print()
+
+
+def _show_failure(message: StoredMessage) -> None:
+    """How a turn ended, as the terminal said it then, after what it kept of the reply."""
+    assert message.failure is not None
+    if message.failure.code == TurnCancelled.code:
+        print("    [cancelled]")
+    else:
+        print(f"    [error {message.failure.code}: {message.failure.message}]")
 
 
 def _read_line() -> str | None:

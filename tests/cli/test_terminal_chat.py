@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import re
+import socket
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -144,6 +145,7 @@ def test_ctrl_c_during_a_reply_cancels_it_and_keeps_the_words_shown(
     assert (
         "  you: tell me a story\n"
         "  Tally (incomplete): Once upon a time\n"
+        "    [cancelled]\n"
         "  you: and now?\n"
         "  Tally: ok: and now?\n"
     ) in again.stdout
@@ -197,3 +199,28 @@ def test_no_command_prints_alembic_log_lines(tmp_path: Path) -> None:
     # A migration that runs a revision says so, once; one with nothing to do is silent.
     assert created.stderr.count("database schema created at revision") == 1
     assert "database schema" not in outputs[1].stderr
+
+
+def test_a_failed_turn_shows_its_error_when_the_session_is_continued(tmp_path: Path) -> None:
+    with socket.socket() as closed:  # a port nothing listens on
+        closed.bind(("127.0.0.1", 0))
+        dead = closed.getsockname()[1]
+    path = str(
+        config(
+            tmp_path,
+            f"providers: {{acme: {{kind: openai_compatible, api_key_env: ACME_KEY,"
+            f" base_url: 'http://127.0.0.1:{dead}/v1', max_retries: 0}}}}\n"
+            "model: {provider: acme, name: m}\n",
+        )
+    )
+    env = {"ACME_KEY": "sk-test"}
+    first = tally("--config", path, "chat", stdin="hello there\n", env=env)
+    shown = f"[error provider_unavailable: acme (http://127.0.0.1:{dead}/v1): connection refused]"
+    assert shown in first.stdout
+    session_id = SESSION_ID.search(first.stdout)
+    assert session_id is not None
+    with Terminal("--config", path, "chat", "--session", session_id.group(1), env=env) as terminal:
+        recap = terminal.expect("you> ")
+        terminal.send(CTRL_D)
+        assert terminal.wait_exit() == 0
+    assert "you: hello there" in recap and shown in recap  # as it said when the turn failed
