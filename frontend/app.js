@@ -11,6 +11,7 @@ import { applyI18n, language, onLanguageChange, setLanguage } from "./i18n.js";
 import { useMemoryScope } from "./identity.js";
 import { LastTurnActions } from "./last_turn.js";
 import { MemoryPanel } from "./memory.js";
+import { setAssistantName } from "./reply.js";
 import { editInline, SessionList } from "./sessions.js";
 import { Thread } from "./thread.js";
 import { Turn } from "./turn.js";
@@ -343,6 +344,7 @@ async function showHealth() {
     // "degraded" may mean a provider failed; the toast speaks of the database only.
     if (health.database !== "ok") toast("degraded", { isError: true });
     state.isDemo = health.is_demo;
+    setAssistantName(health.assistant_name);
     useMemoryScope(health.memory_scope); // before any session or memory request names a user
     memory.configure(health);
     demoBanner.show(health);

@@ -240,3 +240,25 @@ def test_a_provider_in_error_is_not_also_called_undefined(tmp_path: Path) -> Non
     )
 
     assert len(error.problems) == 1 and error.problems[0].startswith("providers.acme")
+
+
+@pytest.mark.parametrize(
+    "address", ["api.telegram.org", "https://api.telegram.org/bot123:abc", "ftp://example.org"]
+)
+def test_a_telegram_api_base_url_is_the_bot_apis_address(tmp_path: Path, address: str) -> None:
+    error = problems_of(
+        tmp_path,
+        f"channels: {{tg: {{kind: telegram, token_env: HOME, api_base_url: '{address}'}}}}\n",
+    )
+    (problem,) = error.problems
+    assert problem.startswith("channels.tg")
+    assert "api_base_url is the Bot API's address without /bot<token>" in problem
+
+
+@pytest.mark.parametrize("address", ["http://127.0.0.1:8081", "https://bot.example.com/api"])
+def test_a_self_hosted_bot_api_server_is_accepted(tmp_path: Path, address: str) -> None:
+    path = write(
+        tmp_path,
+        f"channels: {{tg: {{kind: telegram, token_env: HOME, api_base_url: '{address}'}}}}\n",
+    )
+    assert load_settings(path).channels["tg"].api_base_url == address

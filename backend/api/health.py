@@ -24,6 +24,7 @@ from backend.api.health_schemas import (
 from backend.channels.base import ChannelStatus
 from backend.chat.runtime import TenantRuntime
 from backend.chat.services import Services
+from backend.domain.wording import count
 from backend.errors import StorageUnavailable
 from backend.providers.endpoints import base_url, display_url
 from backend.providers.outcomes import Outcome
@@ -122,7 +123,7 @@ async def memory_problems(services: Services) -> list[MemoryProblemPublic]:
             tenant_id=job.tenant_id,
             session_id=job.session_id,
             code="summaries_failing",
-            reason=f"{job.attempts} failed attempt(s) to summarize messages "
+            reason=f"{count(job.attempts, 'failed attempt')} to summarize messages "
             f"#{job.first_message_id}–#{job.last_message_id}",
         )
         for job in await services.overflow_jobs.failing()
@@ -137,8 +138,8 @@ async def memory_problems(services: Services) -> list[MemoryProblemPublic]:
 def _count(problems: list[MemoryProblemPublic]) -> str:
     failing = sum(p.code == "summaries_failing" for p in problems)
     unreadable = len(problems) - failing
-    parts = [f"summaries failing in {failing} session(s)"] if failing else []
-    parts += [f"{unreadable} memory file(s) unreadable"] if unreadable else []
+    parts = [f"summaries failing in {count(failing, 'session')}"] if failing else []
+    parts += [f"{count(unreadable, 'memory file')} unreadable"] if unreadable else []
     return "; ".join(parts)
 
 

@@ -224,10 +224,14 @@ class TenantPublic(BaseModel):
     settings: dict[str, Any]
     created_at: datetime
     disabled_at: datetime | None
+    last_key_created_at: datetime | None = None  # when its newest API key was made
 
 
 class TenantList(BaseModel):
     tenants: list[TenantPublic]
+    # The operator manages every tenant (create, settings, disable); a tenant's admin key, its
+    # own tenant's keys, usage, memory and audit log: the console offers only what it may do.
+    is_operator: bool = False
 
 
 class KeyCreate(Body):

@@ -40,6 +40,7 @@ from backend.domain.events import (
 )
 from backend.domain.inbound import InboundMessage
 from backend.domain.messages import Session, StoredMessage, UserInput
+from backend.domain.wording import count
 from backend.errors import NotFound, SessionNotFound, TallyError, TurnCancelled
 from backend.settings import Settings
 
@@ -127,7 +128,7 @@ def _show_recap(messages: list[StoredMessage], *, assistant: str) -> None:
         if message.role == "assistant":
             text = render_markdown(text, is_styled=sys.stdout.isatty())
         if message.images:
-            text += f" [{len(message.images)} image(s)]"
+            text += f" [{count(len(message.images), 'image')}]"
         print(f"  {role}: " + text.replace("\n", "\n    "))  # later lines indented under it
         failed = message if message.failure is not None else failed
     if failed is not None:
