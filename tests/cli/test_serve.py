@@ -15,6 +15,7 @@ import httpx
 import pytest
 
 from tests.cli.runner import config, tally
+from tests.cli.terminal import CTRL_C, Terminal
 from tests.cli.test_doctor import BROKEN, OPENAI
 from tests.conftest import ROOT, VENDOR_ENV
 from tests.crash import START_TIMEOUT_S
@@ -220,3 +221,16 @@ def test_a_provider_failure_is_logged_with_the_provider_its_url_and_the_cause(
     assert "outcome=failed code=provider_unavailable" in failed.group(1)
     assert re.search(rf"provider call failed \({re.escape(cause)}\); retry 1 in", log), log
     assert "sk-test" not in log
+
+
+def test_in_a_terminal_serve_says_what_it_does_and_ctrl_c_stops_it(tmp_path: Path) -> None:
+    with Terminal("--config", str(config(tmp_path)), "serve", "--port", "0") as terminal:
+        terminal.expect("INFO tally: checking .*: every tenant's model, tools and templates")
+        screen = terminal.expect(r"INFO tally: serving on http://127\.0\.0\.1:\d+ \(database")
+        port = re.findall(r"serving on http://127\.0\.0\.1:(\d+)", screen)[-1]
+        answered = httpx.get(f"http://127.0.0.1:{port}/api/health", timeout=30)
+        terminal.send(CTRL_C)
+        assert terminal.wait_exit() == 130  # as a program stopped by Ctrl-C exits
+    assert answered.status_code == 200
+    assert "Application shutdown complete" in terminal.screen  # a clean stop
+    assert "Traceback" not in terminal.screen and "Uvicorn running" not in terminal.screen
