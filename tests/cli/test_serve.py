@@ -193,11 +193,9 @@ def test_json_log_lines_tell_each_turn_and_summary_and_never_what_was_said(
 
 
 def test_a_provider_failure_is_logged_with_the_provider_its_url_and_the_cause(
-    tmp_path: Path,
+    tmp_path: Path, refused_port: int
 ) -> None:
-    with socket.socket() as closed:  # a port nothing listens on
-        closed.bind(("127.0.0.1", 0))
-        dead = closed.getsockname()[1]
+    dead = refused_port
     vendor = (
         f"providers: {{acme: {{kind: openai_compatible, base_url: 'http://127.0.0.1:{dead}/v1',"
         " api_key_env: ACME_KEY, max_retries: 1, max_retry_wait_s: 0.1}}\n"

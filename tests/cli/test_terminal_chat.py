@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import json
 import re
-import socket
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -201,10 +200,10 @@ def test_no_command_prints_alembic_log_lines(tmp_path: Path) -> None:
     assert "database schema" not in outputs[1].stderr
 
 
-def test_a_failed_turn_shows_its_error_when_the_session_is_continued(tmp_path: Path) -> None:
-    with socket.socket() as closed:  # a port nothing listens on
-        closed.bind(("127.0.0.1", 0))
-        dead = closed.getsockname()[1]
+def test_a_failed_turn_shows_its_error_when_the_session_is_continued(
+    tmp_path: Path, refused_port: int
+) -> None:
+    dead = refused_port
     path = str(
         config(
             tmp_path,
