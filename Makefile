@@ -25,19 +25,24 @@ venv:
 
 # The checkout itself goes in last, without build isolation: hatchling comes from the lock too.
 $(RUN_STAMP): $(RUN_LOCK) pyproject.toml | venv
-	@echo "Installing Tally's locked dependencies into $(VENV) (once; about a minute on a fresh machine)"
-	$(INSTALL) --require-hashes -r $(RUN_LOCK)
-	$(INSTALL) --no-build-isolation -e .
+	@echo "make: installing what Tally needs to serve into $(VENV), from $(RUN_LOCK)."
+	@echo "make: this happens once (again only when the lock changes) and takes about a minute on a fresh machine, two while it is busy..."
+	@$(INSTALL) --require-hashes -r $(RUN_LOCK)
+	@$(INSTALL) --no-build-isolation -e .
 	@touch $(RUN_STAMP)
+	@echo "make: installed."
 
 $(DEV_STAMP): $(DEV_LOCK) pyproject.toml | venv
-	@echo "Installing Tally's locked dependencies and test tools into $(VENV) (once; about two minutes on a fresh machine)"
-	$(INSTALL) --require-hashes -r $(DEV_LOCK)
-	$(INSTALL) --no-build-isolation -e .
+	@echo "make: installing Tally with its test tools and linters into $(VENV), from $(DEV_LOCK)."
+	@echo "make: this happens once (again only when the lock changes) and takes about a minute and a half on a fresh machine, three while it is busy..."
+	@$(INSTALL) --require-hashes -r $(DEV_LOCK)
+	@$(INSTALL) --no-build-isolation -e .
 	@touch $(DEV_STAMP) $(RUN_STAMP)
+	@echo "make: installed."
 
 run: $(RUN_STAMP)
-	$(BIN)/tally --config $(CONFIG) serve $(if $(HOST),--host $(HOST)) $(if $(PORT),--port $(PORT))
+	@echo "make: starting Tally with $(CONFIG): it checks the config, then says where it serves."
+	@$(BIN)/tally --config $(CONFIG) serve $(if $(HOST),--host $(HOST)) $(if $(PORT),--port $(PORT))
 
 lint: $(DEV_STAMP)
 	$(BIN)/ruff check backend tests bench

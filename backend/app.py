@@ -145,10 +145,10 @@ def create_app(
             runtime = await services.runtimes.get(DEFAULT_TENANT)
             if runtime.is_demo:
                 log.warning(
-                    "demo mode: no LLM key is set (%s); the built-in demo provider answers,"
-                    " with a window of %s messages so memory shows within a dozen turns",
-                    runtime.demo_key_env or "no model configured",
+                    "demo mode: the built-in demo provider answers, with a window of %s"
+                    " messages so memory shows within a dozen turns; to talk to a real model, %s",
                     runtime.settings.persona.max_history_messages,
+                    runtime.demo_hint,
                 )
             if settings.auth.mode == "keys" and not os.environ.get(ADMIN_KEY_ENV):
                 log.warning(

@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import re
 from typing import Annotated, ClassVar, Literal
+from urllib.parse import urlsplit
 
 from pydantic import Field, model_validator
 
@@ -30,7 +31,9 @@ class TelegramBotSettings(Strict):
     webhook_secret_env: EnvName | None = None  # Telegram sends it in a header; we check it
     allow_from: list[str] = Field(default_factory=list)  # user ids or usernames; ["*"]: anyone
     group_policy: Literal["mention", "all"] = "mention"
-    api_base_url: str = TELEGRAM_API  # or a self-hosted Bot API server
+    # The Bot API's address, without /bot<token>: Tally calls <api_base_url>/bot<token>/<method>
+    # (files: <api_base_url>/file/bot<token>/...); another for a self-hosted Bot API server.
+    api_base_url: str = TELEGRAM_API
     poll_timeout_s: int = Field(30, ge=1, le=50)
 
     @model_validator(mode="after")
@@ -39,6 +42,12 @@ class TelegramBotSettings(Strict):
             raise ValueError("webhook mode needs webhook_url and webhook_secret_env")
         if self.webhook_url and not self.webhook_url.startswith(("https://", "http://")):
             raise ValueError("webhook_url is the public https:// address Telegram calls")
+        address = urlsplit(self.api_base_url)
+        if address.scheme not in ("https", "http") or address.path.startswith("/bot"):
+            raise ValueError(
+                "api_base_url is the Bot API's address without /bot<token> (by default "
+                f"{TELEGRAM_API}; http://127.0.0.1:8081 for a local telegram-bot-api server)"
+            )
         return self
 
     def token(self) -> str | None:

@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import AsyncIterator, Callable, Iterable
+from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from contextlib import asynccontextmanager
 from datetime import datetime
+from pathlib import Path
 from typing import Any
 
 from backend.api.auth import DEFAULT_TENANT
@@ -25,6 +26,8 @@ from backend.chat.turn_lock import SessionLocks
 from backend.coordination.choice import open_coordinator
 from backend.domain.clock import utc_now
 from backend.errors import ConfigError
+from backend.memory.base import MemoryWriteFailed
+from backend.memory.file_store import FileMemoryStore
 from backend.providers.base import ChatProvider
 from backend.providers.outcomes import ProviderOutcomes
 from backend.runtime_factory import RuntimeFactory
@@ -45,6 +48,7 @@ log = logging.getLogger("tally")
 
 ADMIN_KEY_ENV = "TALLY_ADMIN_KEY"
 QUIET_SWEEP_S = 60.0  # how often quiet sessions are looked for (memory.distill_quiet_after_s)
+Bots = list[tuple[str, str, ChannelSettings]]  # (tenant, bot name, its settings)
 
 
 @asynccontextmanager
@@ -64,6 +68,7 @@ async def build_services(
     outcomes = ProviderOutcomes()
     try:
         await migrate(database)
+        await _create_memory_file(settings)
         factory = RuntimeFactory.for_database(
             settings,
             database,
@@ -157,36 +162,88 @@ async def build_services(
         await database.dispose()
 
 
-async def check_settings(settings: Settings) -> list[tuple[str, str, ChannelSettings]]:
+async def check_settings(settings: Settings, *, earlier: Sequence[str] = ()) -> Bots:
     """Build (and close) every configured tenant's runtime as serving would, and check that
     the PostgreSQL pools fit the server, so `tally serve` refuses a config that cannot work
-    before it listens and `tally doctor` reports it: ConfigError naming the file, the key path
-    and the reason. The bots the file sets up: (tenant, name, settings)."""
+    before it listens and `tally doctor` reports it: ConfigError naming the file, then every
+    problem (`earlier` ones, the file's own, first) as `key.path: reason`. The bots the file
+    sets up: (tenant, name, settings)."""
+    problems, bots = await _settings_problems(settings)
+    problems = list(dict.fromkeys([*earlier, *problems]))  # a problem found twice, said once
+    if problems:
+        raise ConfigError(describe_problems(settings.source, problems), problems=problems)
+    return bots
+
+
+async def complete_config_error(error: ConfigError) -> ConfigError:
+    """`error` (the file's own problems) with every problem building its runtimes finds too,
+    so one run reports them all."""
+    if not isinstance(error.partial, Settings):
+        return error
+    try:
+        await check_settings(error.partial, earlier=error.problems)
+    except ConfigError as complete:
+        return complete
+    return error
+
+
+async def _settings_problems(settings: Settings) -> tuple[list[str], Bots]:
     database = open_database(settings.database)
     factory = RuntimeFactory.for_database(settings, database)
-    bots: list[tuple[str, str, ChannelSettings]] = []
+    problems: list[str] = []
+    bots: Bots = []
+    defaults: list[str] = []  # the default tenant's: a tenant inheriting one is not named again
     try:
         for tenant_id in (DEFAULT_TENANT, *settings.tenants):
             prefix = "" if tenant_id == DEFAULT_TENANT else f"tenants.{tenant_id}."
-            overrides = settings.tenants.get(tenant_id, {})
-            effective = tenant_settings(settings, tenant_id, overrides, is_from_file=True)
-            bots += [(tenant_id, name, bot) for name, bot in effective.channels.items()]
-            try:
-                await factory.runtime(tenant_id, effective).aclose()
-            except ConfigError as exc:
-                problem = prefix + exc.message
-                if isinstance(exc, TemplateProblem):
-                    problem += f" ({exc.prompts_dir})"
-                raise ConfigError(describe_problems(settings.source, [problem])) from exc
-        problems = check_bots(bots)
+            found, effective = await _tenant_problems(factory, settings, tenant_id)
+            if effective is not None:
+                bots += [(tenant_id, name, bot) for name, bot in effective.channels.items()]
+            if not prefix:
+                defaults = [p.removeprefix(prefix) for p in found]
+            problems += [p for p in found if not (prefix and p.removeprefix(prefix) in defaults)]
+        problems += check_bots(bots)
         budget = await pool_budget_problem(database, settings.database)
         problems += [budget] if budget else []
-        if problems:
-            raise ConfigError(describe_problems(settings.source, problems))
     finally:
         await factory.aclose()
         await database.dispose()
-    return bots
+    return problems, bots
+
+
+async def _tenant_problems(
+    factory: RuntimeFactory, settings: Settings, tenant_id: str
+) -> tuple[list[str], Settings | None]:
+    """A tenant's problems, each named by its key path in the file, and its settings (None
+    when they are invalid)."""
+    prefix = "" if tenant_id == DEFAULT_TENANT else f"tenants.{tenant_id}."
+    overrides = settings.tenants.get(tenant_id, {})
+    try:
+        effective = tenant_settings(settings, tenant_id, overrides, is_from_file=True)
+    except ConfigError as exc:
+        return exc.problems or [exc.message], None
+    found = await factory.problems(tenant_id, effective)
+    return [prefix + _with_folder(problem) for problem in found], effective
+
+
+def _with_folder(problem: ConfigError) -> str:
+    """The problem; a template's names the prompts folder, for the operator."""
+    if isinstance(problem, TemplateProblem):
+        return f"{problem.message} ({problem.prompts_dir})"
+    return problem.message
+
+
+async def _create_memory_file(settings: Settings) -> None:
+    """Makes the default tenant's MEMORY.md at the first start; one that cannot be written yet
+    is no reason to refuse serving (memory reports itself degraded until it can be)."""
+    if settings.memory.store != "file":
+        return
+    store = FileMemoryStore(Path(settings.memory.path), Path(settings.data_dir))
+    try:
+        if await store.create_default_file():
+            log.info("created %s, the default tenant's memory", settings.memory.path)
+    except MemoryWriteFailed as exc:
+        log.warning("cannot create %s yet: %s", settings.memory.path, exc.message)
 
 
 async def _stored_overrides(tenants: TenantRepository, tenant_id: str) -> dict[str, Any]:

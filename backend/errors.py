@@ -6,6 +6,8 @@ An error is never stored as a chat message.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 
 class TallyError(Exception):
     """Base of every error Tally raises on purpose."""
@@ -21,9 +23,18 @@ class TallyError(Exception):
 
 
 class ConfigError(TallyError):
-    """The configuration file is missing, unreadable or invalid."""
+    """The configuration file is missing, unreadable or invalid. `problems` are its
+    `key.path: reason` lines; `partial`, the settings without the keys in error, lets the
+    checks that need settings (models, tools, templates) report theirs in the same pass."""
 
     code = "config_invalid"
+
+    def __init__(
+        self, message: str, *, problems: Sequence[str] = (), partial: object = None
+    ) -> None:
+        super().__init__(message)
+        self.problems = list(problems)
+        self.partial = partial
 
 
 class InvalidInput(TallyError):

@@ -7,6 +7,7 @@ none`; anywhere else a missing key is a configuration error that names the varia
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 
 from backend.errors import ConfigError
 from backend.providers.base import ChatProvider
@@ -25,6 +26,8 @@ class ModelChoice:
     model: ModelSettings
     is_demo: bool = False
     missing_key_env: str | None = None  # the demo answers because this variable is unset
+    # In demo mode, what makes a real model answer: the variable to set, the file naming it.
+    hint: str | None = None
 
 
 def choose_model(settings: Settings) -> ModelChoice:
@@ -47,12 +50,25 @@ def choose_model(settings: Settings) -> ModelChoice:
 
 def _demo(settings: Settings, key_path: str, env: str | None) -> ModelChoice:
     if settings.auth.mode == "none" and settings.server.is_loopback:
-        return ModelChoice(DEMO_MODEL, is_demo=True, missing_key_env=env)
+        hint = real_model_hint(settings, env)
+        return ModelChoice(DEMO_MODEL, is_demo=True, missing_key_env=env, hint=hint)
     wanted = f"set {env}" if env else "configure a model and its provider"
     raise ConfigError(
         f"{key_path}: no LLM provider key is configured; {wanted}. The built-in demo provider"
         " answers only on a loopback address with auth.mode: none"
     )
+
+
+def real_model_hint(settings: Settings, env: str | None) -> str:
+    """What to do so a real model answers instead of the demo, naming the variable and the
+    config file that names it (a sentence's end: "To talk to a real model, <hint>.")."""
+    file = settings.source if Path(settings.source).is_file() else None
+    if env and settings.model is not None:
+        named_by = f"providers.{settings.model.provider}.api_key_env"
+        return f"set {env} and restart" + (f" ({named_by} in {file} names it)" if file else "")
+    if file:
+        return f"name a model and its provider in {file} (model: and providers:) and restart"
+    return "write a config with `tally init`, name a model and its provider in it, and restart"
 
 
 def _missing_keys(settings: Settings) -> list[tuple[str, str]]:
@@ -100,5 +116,5 @@ def choose_provider(settings: Settings) -> tuple[ChatProvider, ModelChoice]:
     """The chosen model's provider chain (the demo provider in demo mode)."""
     choice = choose_model(settings)
     if choice.is_demo:
-        return DemoProvider(key_env=choice.missing_key_env), choice
+        return DemoProvider(hint=choice.hint or ""), choice
     return build_chat_provider(settings.providers, choice.model), choice

@@ -8,6 +8,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
+from typing import TypeVar
 
 from backend.chat.budget import Budget
 from backend.chat.compiler import ModelLimits
@@ -24,6 +25,7 @@ from backend.chat.summarizer import Summarizer, SummaryModel
 from backend.chat.tokens import TokenCounter
 from backend.chat.window import WindowPolicy
 from backend.domain.clock import utc_now
+from backend.errors import ConfigError
 from backend.memory.base import MemoryStore
 from backend.memory.database_store import DatabaseMemoryStore
 from backend.memory.file_store import FileMemoryStore
@@ -50,6 +52,8 @@ from backend.tools.base import Tool
 from backend.tools.mcp_tools import McpServers
 from backend.tools.registry import ToolRegistry
 from backend.tools.toolbox import tool_registry
+
+T = TypeVar("T")
 
 
 def build_memory_store(settings: Settings, database: Database) -> PersonalMemory:
@@ -141,12 +145,7 @@ class RuntimeFactory:
             settings = demo_settings(settings)
         model = choice.model
         counter = TokenCounter(model.name)
-        budget = Budget(
-            context_window=model.context_window,
-            max_output_tokens=model.max_output_tokens,
-            normal_ratio=settings.compaction.normal_ratio,
-            emergency_ratio=settings.compaction.emergency_ratio,
-        )
+        budget = _budget(settings, model)
         tools = self._tools(tenant_id, settings)
         builder = self._builder(settings, model, tools, counter, budget)
         builder.check_template()
@@ -158,6 +157,7 @@ class RuntimeFactory:
             provider=provider,
             is_demo=choice.is_demo,
             demo_key_env=choice.missing_key_env,
+            demo_hint=choice.hint,
             builder=builder,
             tools=tools,
             counter=counter,
@@ -168,6 +168,35 @@ class RuntimeFactory:
             memory_health=self.memory_health,
         )
 
+    async def problems(self, tenant_id: str, settings: Settings) -> list[ConfigError]:
+        """Every reason the tenant's runtime cannot be built, as `runtime` builds it; each step
+        is tried even when one before failed (with a stand-in for what it would have made), so
+        one check names an unknown tool and a broken template together."""
+        found: list[ConfigError] = []
+
+        def attempt(step: Callable[[], T]) -> T | None:
+            try:
+                return step()
+            except ConfigError as exc:
+                found.append(exc)
+                return None
+
+        choice = attempt(lambda: choose_model(settings)) or ModelChoice(DEMO_MODEL, is_demo=True)
+        if choice.is_demo:
+            settings = demo_settings(settings)
+        model = choice.model
+        counter = TokenCounter(model.name)
+        budget = _budget(settings, model)
+        tools = attempt(lambda: self._tools(tenant_id, settings)) or ToolRegistry([])
+        attempt(self._builder(settings, model, tools, counter, budget).check_template)
+        models = attempt(lambda: self._models(settings, choice))
+        if models is not None:
+            _, summarizer, owned = models
+            attempt(lambda: summarizer.check_template(settings.persona.language))
+            for provider in owned:
+                await provider.aclose()
+        return found
+
     def _models(
         self, settings: Settings, choice: ModelChoice
     ) -> tuple[ChatProvider, Summarizer, list[ChatProvider]]:
@@ -177,7 +206,7 @@ class RuntimeFactory:
         if self.provider is not None:
             provider, owned = self.provider, []
         elif choice.is_demo:
-            provider = DemoProvider(key_env=choice.missing_key_env)
+            provider = DemoProvider(hint=choice.hint or "")
             owned = [provider]
         else:
             provider = build_chat_provider(settings.providers, choice.model, outcomes=self.outcomes)
@@ -299,3 +328,12 @@ class RuntimeFactory:
     ) -> None:
         memory_key = await self.store.scope_of(tenant_id=tenant_id, scope_key=scope_key)
         await self.recall.remember(tenant_id, memory_key, facts, retrieval.embedder)
+
+
+def _budget(settings: Settings, model: ModelSettings) -> Budget:
+    return Budget(
+        context_window=model.context_window,
+        max_output_tokens=model.max_output_tokens,
+        normal_ratio=settings.compaction.normal_ratio,
+        emergency_ratio=settings.compaction.emergency_ratio,
+    )

@@ -6,10 +6,10 @@ Secrets never live in the file: a provider names the environment variable holdin
 
 from __future__ import annotations
 
-import ipaddress
 import logging
 import os
 import re
+from collections.abc import Collection, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
@@ -17,13 +17,13 @@ import yaml
 from pydantic import (
     Field,
     PrivateAttr,
-    ValidationError,
     field_validator,
 )
 
 from backend.channel_settings import ChannelSettings, bot_name_problems
 from backend.coordination_settings import CoordinationSettings
 from backend.errors import ConfigError
+from backend.logging_settings import LoggingSettings
 from backend.memory_settings import AutoSummarizeSettings as AutoSummarizeSettings
 from backend.memory_settings import EmbeddingSettings
 from backend.memory_settings import MemorySettings as MemorySettings
@@ -32,81 +32,14 @@ from backend.provider_settings import ModelRef as ModelRef
 from backend.provider_settings import ModelSettings as ModelSettings
 from backend.provider_settings import ProviderSettings as ProviderSettings
 from backend.resources import prompts_dir as bundled_prompts
+from backend.server_settings import AuthSettings as AuthSettings
+from backend.server_settings import DatabaseSettings as DatabaseSettings
+from backend.server_settings import ServerSettings as ServerSettings
 from backend.settings_base import Strict
-from backend.settings_errors import describe_problems, describe_validation_error
-from backend.storage.database import Pools
+from backend.settings_errors import Validated, describe_problems, validate_collecting
 from backend.tool_settings import ToolSettings as ToolSettings
 
 DEFAULT_CONFIG = Path("config.yaml")
-
-
-class ServerSettings(Strict):
-    host: str = "127.0.0.1"
-    port: int = Field(8000, ge=0, le=65535)
-    max_message_chars: int = Field(100_000, ge=1)
-    max_body_bytes: int = Field(8 * 1024 * 1024, ge=1024)
-    max_header_bytes: int = Field(32 * 1024, ge=1024)
-    max_headers: int = Field(100, ge=10)
-    # None: loopback names with auth.mode none, any host with keys. "*" allows any.
-    allowed_hosts: list[str] | None = None
-    public_docs: bool | None = None  # None: on with auth.mode none, off with keys
-    sse_keepalive_s: float = Field(15.0, gt=0, le=300)  # a comment on a quiet stream
-    # How long a streaming turn whose client went away runs on for a reconnect (Last-Event-ID)
-    # before it is cancelled; 0 cancels it at once.
-    sse_resume_s: float = Field(10.0, ge=0, le=300)
-
-    @field_validator("allowed_hosts")
-    @classmethod
-    def _host_names(cls, hosts: list[str] | None) -> list[str] | None:
-        if hosts is not None and any(not h or set(h) & set("/ @,") for h in hosts):
-            raise ValueError('host names only (example.com, *.example.com, [::1]) or "*"')
-        return hosts
-
-    @property
-    def is_loopback(self) -> bool:
-        if self.host == "localhost":
-            return True
-        try:
-            return ipaddress.ip_address(self.host).is_loopback
-        except ValueError:
-            return False
-
-
-class AuthSettings(Strict):
-    mode: Literal["none", "keys"] = "none"
-    revocation_check_s: float = Field(5.0, gt=0, le=3600)  # how often a turn re-checks its key
-
-
-POOLS = Pools()  # the defaults
-
-
-class DatabaseSettings(Strict):
-    """Where data lives. The pool sizes matter on PostgreSQL only: a worker holds at most
-    `pool_size + max_overflow + lock_pool_size + lock_max_overflow` connections."""
-
-    url: str = "sqlite+aiosqlite:///data/tally.db"
-    pool_size: int = Field(POOLS.size, ge=1, le=1000)
-    max_overflow: int = Field(POOLS.max_overflow, ge=0, le=1000)
-    pool_timeout_s: float = Field(
-        POOLS.timeout_s, gt=0, le=600
-    )  # waited for a connection, then 503
-    # Connections that hold a session's advisory lock for a whole turn, one per turn running;
-    # a turn beyond them waits for one to be free (turns end), then 503.
-    lock_pool_size: int = Field(POOLS.lock_size, ge=1, le=1000)
-    lock_max_overflow: int = Field(POOLS.lock_max_overflow, ge=0, le=1000)
-    lock_pool_timeout_s: float = Field(POOLS.lock_timeout_s, gt=0, le=3600)
-    processes: int = Field(1, ge=1, le=1000)  # workers on this database, all hosts together
-
-    @property
-    def connections_per_process(self) -> int:
-        return self.pool_size + self.max_overflow + self.lock_pool_size + self.lock_max_overflow
-
-    @field_validator("url")
-    @classmethod
-    def _supported(cls, url: str) -> str:
-        if not url.startswith(("sqlite+aiosqlite://", "postgresql+asyncpg://")):
-            raise ValueError("use sqlite+aiosqlite:///PATH or postgresql+asyncpg://...")
-        return url
 
 
 class SummarizerSettings(Strict):
@@ -167,6 +100,7 @@ class Settings(Strict):
     quotas: QuotaSettings = QuotaSettings()
     pricing: PricingSettings = PricingSettings()  # the usage's estimated cost
     coordination: CoordinationSettings = CoordinationSettings()
+    logging: LoggingSettings = LoggingSettings()  # how `tally serve` writes its log
     channels: dict[str, ChannelSettings] = Field(default_factory=dict)  # the default tenant's
     tenants: dict[str, dict[str, Any]] = Field(default_factory=dict)
     prompts_dir: str = "prompts"
@@ -180,8 +114,9 @@ class Settings(Strict):
         return self._source
 
 
-def reference_errors(settings: Settings) -> list[str]:
-    """`key.path: reason` for each model that names a provider not defined under `providers`."""
+def reference_errors(settings: Settings, left_out: Collection[str] = ()) -> list[str]:
+    """`key.path: reason` for each model that names a provider not defined under `providers`
+    (but for those `left_out`: defined, with a problem of their own)."""
     refs: list[tuple[str, str | None]] = []
     if settings.model is not None:
         refs.append(("model.provider", settings.model.provider))
@@ -197,7 +132,7 @@ def reference_errors(settings: Settings) -> list[str]:
     problems = [
         f"{key}: provider {name!r} is not defined under providers: (defined: {defined})"
         for key, name in refs
-        if name is not None and name not in settings.providers
+        if name is not None and name not in settings.providers and name not in left_out
     ]
     if isinstance(embeddings, EmbeddingSettings) and embeddings.provider in settings.providers:
         kind = settings.providers[embeddings.provider].kind
@@ -249,24 +184,38 @@ def builtin_settings() -> Settings:
 
 
 def parse_settings(raw: dict[str, Any], *, source: str, base_dir: Path) -> Settings:
-    settings = _validate(raw, source)
-    settings._source = source
-    resolved = _resolve_paths(settings, base_dir)
-    check_tenant_overrides(resolved)
+    """The settings of `raw`; ConfigError naming every problem found, with the settings
+    without the keys in error as its `partial` (for the checks that build runtimes)."""
+    found = _validated(raw)
+    if found.model is None:
+        raise ConfigError(describe_problems(source, found.problems), problems=found.problems)
+    found.model._source = source
+    resolved = _resolve_paths(found.model, base_dir)
+    problems = found.problems + tenant_override_problems(resolved, inherited=found.problems)
+    if problems:
+        message = describe_problems(source, problems)
+        raise ConfigError(message, problems=problems, partial=resolved)
     return resolved
 
 
+def _validated(raw: dict[str, Any], key_prefix: str = "") -> Validated[Settings]:
+    """Every problem of `raw`: its values, then the names its models and bots use."""
+    found = validate_collecting(Settings, raw, key_prefix)
+    if found.model is None:
+        return found
+    if ("providers",) not in found.left_out:
+        left_out = [str(loc[1]) for loc in found.left_out if loc[:1] == ("providers",)]
+        found.problems += [key_prefix + p for p in reference_errors(found.model, left_out)]
+    bots = bot_name_problems(found.model.channels, "channels.")
+    found.problems += [key_prefix + p for p in bots]
+    return found
+
+
 def _validate(raw: dict[str, Any], source: str, key_prefix: str = "") -> Settings:
-    try:
-        settings = Settings.model_validate(raw)
-    except ValidationError as exc:
-        raise ConfigError(
-            describe_validation_error(source, exc, key_prefix, root=Settings)
-        ) from exc
-    problems = reference_errors(settings) + bot_name_problems(settings.channels, "channels.")
-    if problems:
-        raise ConfigError(describe_problems(source, [key_prefix + p for p in problems]))
-    return settings
+    found = _validated(raw, key_prefix)
+    if found.model is None or found.problems:
+        raise ConfigError(describe_problems(source, found.problems), problems=found.problems)
+    return found.model
 
 
 def _resolve_paths(settings: Settings, base_dir: Path) -> Settings:
@@ -336,7 +285,7 @@ def tenant_settings(
                 if key in values
             ]
     if problems:
-        raise ConfigError(describe_problems(source, problems))
+        raise ConfigError(describe_problems(source, problems), problems=problems)
     merged = base.model_dump()
     if tenant_id != DEFAULT_TENANT:  # bots belong to their tenant: the default's are its own
         merged["channels"] = {}
@@ -371,10 +320,18 @@ def file_only_problems(overrides: dict[str, Any]) -> list[str]:
     ]
 
 
-def check_tenant_overrides(settings: Settings) -> None:
-    """Validate config.yaml's `tenants:` at start-up, so a bad override stops the server."""
+def tenant_override_problems(settings: Settings, *, inherited: Sequence[str] = ()) -> list[str]:
+    """Every problem of config.yaml's `tenants:`, found at start-up so a bad override stops
+    the server; not those `inherited` from the top-level settings, named there already."""
+    problems = []
     for tenant_id, overrides in settings.tenants.items():
         if not TENANT_ID.fullmatch(tenant_id):
-            problem = f"tenants.{tenant_id}: a tenant id is a lowercase slug"
-            raise ConfigError(describe_problems(settings.source, [problem]))
-        tenant_settings(settings, tenant_id, overrides, is_from_file=True)
+            problems.append(f"tenants.{tenant_id}: a tenant id is a lowercase slug")
+            continue
+        try:
+            tenant_settings(settings, tenant_id, overrides, is_from_file=True)
+        except ConfigError as exc:
+            problems += [
+                p for p in exc.problems if p.removeprefix(f"tenants.{tenant_id}.") not in inherited
+            ]
+    return problems

@@ -3,8 +3,10 @@ with a hint for keys people write by habit and the nearest known key for a typo.
 
 from __future__ import annotations
 
+import copy
 import difflib
-from typing import Any
+from dataclasses import dataclass, field
+from typing import Any, Generic, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
@@ -17,13 +19,91 @@ def describe_problems(source: str, problems: list[str]) -> str:
 def describe_validation_error(
     source: str, exc: ValidationError, key_prefix: str = "", *, root: type[BaseModel]
 ) -> str:
+    problems = [f"{key_prefix}{line}" for _, line in validation_problems(exc, root=root)]
+    return describe_problems(source, problems)
+
+
+def validation_problems(
+    exc: ValidationError, *, root: type[BaseModel]
+) -> list[tuple[Location, str]]:
+    """(where, `key.path: reason`) for each problem pydantic found."""
     problems = []
     for error in exc.errors():
         loc = tuple(error["loc"])
         key = ".".join(str(part) for part in loc) or "(top level)"
         reason = _unknown_key(root, loc) if error["type"] == "extra_forbidden" else error["msg"]
-        problems.append(f"{key_prefix}{key}: {reason}")
-    return describe_problems(source, problems)
+        problems.append((loc, f"{key}: {reason}"))
+    return problems
+
+
+M = TypeVar("M", bound=BaseModel)
+Location = tuple[int | str, ...]
+MAX_ROUNDS = 20  # each round leaves out at least one key; a config has far fewer mistakes
+
+
+@dataclass
+class Validated(Generic[M]):
+    """What a config's values make, with every problem found: `model` is built from the values
+    without the keys in error (None when even that fails), so the checks that need a model
+    (providers named, tools, templates) still run and report theirs in the same pass."""
+
+    model: M | None
+    problems: list[str] = field(default_factory=list)
+    left_out: list[Location] = field(default_factory=list)  # the keys in error, left out
+
+    def is_left_out(self, loc: Location) -> bool:
+        return any(loc[: len(out)] == out for out in self.left_out)
+
+
+def validate_collecting(root: type[M], raw: dict[str, Any], key_prefix: str = "") -> Validated[M]:
+    """Validate `raw`; at each problem leave its key out (its default applies) and validate
+    again, so one pass names every key in error, never one a consequence of another."""
+    data = copy.deepcopy(raw)
+    found: Validated[M] = Validated(None)
+    for _ in range(MAX_ROUNDS):
+        try:
+            found.model = root.model_validate(data)
+            return found
+        except ValidationError as exc:
+            problems = validation_problems(exc, root=root)
+        found.problems += [
+            key_prefix + line for loc, line in problems if not found.is_left_out(loc)
+        ]
+        left_out = [
+            _leave_out(data, loc)
+            for loc in sorted({where for where, _ in problems}, key=_order, reverse=True)
+        ]
+        if not any(left_out):
+            return found
+        found.left_out += [loc for loc in left_out if loc]
+    return found
+
+
+def _order(loc: Location) -> tuple[tuple[int, int | str], ...]:
+    """Sorts locations so a list's later items come first: leaving one out moves none unseen."""
+    return tuple((0, part) if isinstance(part, int) else (1, part) for part in loc)
+
+
+def _leave_out(data: Any, loc: Location) -> Location:
+    """Remove the deepest value of `loc` that `data` holds; where it was (() when none)."""
+    node, path = data, []
+    for part in loc:
+        if isinstance(node, dict) and part in node:
+            pass
+        elif isinstance(node, list) and isinstance(part, int) and 0 <= part < len(node):
+            pass
+        else:
+            break
+        path.append(part)
+        if len(path) < len(loc):
+            node = node[part]
+    if not path:
+        return ()
+    parent = data
+    for part in path[:-1]:
+        parent = parent[part]
+    del parent[path[-1]]
+    return tuple(path)
 
 
 # Keys people write by habit, and what Tally wants instead.

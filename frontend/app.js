@@ -11,6 +11,7 @@ import { applyI18n, language, onLanguageChange, setLanguage } from "./i18n.js";
 import { useMemoryScope } from "./identity.js";
 import { LastTurnActions } from "./last_turn.js";
 import { MemoryPanel } from "./memory.js";
+import { setAssistantName } from "./reply.js";
 import { editInline, SessionList } from "./sessions.js";
 import { Thread } from "./thread.js";
 import { Turn } from "./turn.js";
@@ -31,6 +32,7 @@ const thread = new Thread($("messages"), {
   onSummaryState: (summaryState) => {
     $("summary-add-button").hidden = summaryState !== "none";
   },
+  onRetry: (failed) => retryStored(failed),
 });
 const composer = new Composer($("composer"), {
   onSend: (text, images) => send(text, null, images),
@@ -290,6 +292,17 @@ async function send(rawText, retryOf = null, images = []) {
   afterTurn(sessionId);
 }
 
+/**
+ * Retry a failed turn drawn from storage (after a reload): the key the server kept with it
+ * resumes the same turn, so no second user message is stored.
+ */
+function retryStored({ text, images, key, userEl, view }) {
+  if (state.turns.has(state.sessionId)) return;
+  view.removeRetry();
+  if (!view.replyText) view.el.remove();
+  send(text, { key, images, userEl });
+}
+
 function stop() {
   const turn = state.turns.get(state.sessionId);
   if (!turn) return;
@@ -331,6 +344,7 @@ async function showHealth() {
     // "degraded" may mean a provider failed; the toast speaks of the database only.
     if (health.database !== "ok") toast("degraded", { isError: true });
     state.isDemo = health.is_demo;
+    setAssistantName(health.assistant_name);
     useMemoryScope(health.memory_scope); // before any session or memory request names a user
     memory.configure(health);
     demoBanner.show(health);

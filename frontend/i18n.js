@@ -93,9 +93,10 @@ const STRINGS = {
     demoTitle: "Demo mode",
     demoBadge: "demo",
     demoNoKeyEnv:
-      "Tally is answering with its built-in demo provider because {env} is not set. Set it (or edit config.yaml) and restart to talk to a real model.",
+      "Tally is answering with its built-in demo provider because {env} is not set. Set it and restart to talk to a real model.",
     demoNoKey:
-      "Tally is answering with its built-in demo provider: no LLM provider key is configured. Set one (or edit config.yaml) and restart to talk to a real model.",
+      "Tally is answering with its built-in demo provider: no LLM model and key are configured. Configure one and restart to talk to a real model.",
+    demoConfigFile: "The model, its provider and the key's variable are set in {file}.",
     demoWindow: "The demo keeps only the last {n} messages of a conversation in mind.",
     demoDismiss: "Dismiss",
     emptyTitle: "How can I help?",
@@ -238,9 +239,10 @@ const STRINGS = {
     demoTitle: "演示模式",
     demoBadge: "演示",
     demoNoKeyEnv:
-      "未设置 {env}，Tally 正在用内置的演示模型回答。设置它（或修改 config.yaml）并重启后即可与真实模型对话。",
+      "未设置 {env}，Tally 正在用内置的演示模型回答。设置它并重启后即可与真实模型对话。",
     demoNoKey:
-      "未配置任何 LLM 服务商密钥，Tally 正在用内置的演示模型回答。设置密钥（或修改 config.yaml）并重启后即可与真实模型对话。",
+      "未配置任何 LLM 模型和密钥，Tally 正在用内置的演示模型回答。配置后重启即可与真实模型对话。",
+    demoConfigFile: "模型、服务商和密钥的环境变量名在 {file} 中设置。",
     demoWindow: "演示模式只记住对话中最近的 {n} 条消息。",
     demoDismiss: "关闭提示",
     emptyTitle: "有什么可以帮你？",

@@ -19,6 +19,13 @@ function caretTarget(el) {
   return target;
 }
 
+let assistantName = "Tally"; // the tenant's persona.name, from GET /api/health
+
+/** Who answers, as each reply is labelled: the caller's tenant's persona. */
+export function setAssistantName(name) {
+  if (typeof name === "string" && name.trim()) assistantName = name.trim();
+}
+
 export class ReplyView {
   /** `isDemo`: the demo provider answers, which the reply says plainly. */
   constructor({ isDemo = false } = {}) {
@@ -29,11 +36,16 @@ export class ReplyView {
     this.el = h(
       "article",
       { class: "msg msg-assistant", dataset: { testid: "assistant-message", status: "streaming" } },
-      h("div", { class: "avatar", "aria-hidden": "true" }, "T"),
+      h("div", { class: "avatar", "aria-hidden": "true" }, [...assistantName][0].toUpperCase()),
       h(
         "div",
         { class: "msg-body" },
-        h("div", { class: "msg-head" }, h("span", { class: "msg-name" }, "Tally"), this.badges),
+        h(
+          "div",
+          { class: "msg-head" },
+          h("span", { class: "msg-name", dataset: { testid: "assistant-name" } }, assistantName),
+          this.badges,
+        ),
         this.parts,
         this.typing,
         this.footer,

@@ -59,7 +59,12 @@ export function userMessage({ id, turn_id: turnId, content, images = [], created
   return el;
 }
 
-/** Elements for stored messages; each reply carries the tool calls of its turn. */
+/**
+ * Elements for stored messages; each reply carries the tool calls of its turn, and a turn that
+ * failed shows how (code and cause), as it did live. `options.hasNewest`: the messages end with
+ * the session's newest turn, which, failed, offers Retry (`options.onRetry`): an older failed
+ * turn cannot be resumed once newer ones were answered.
+ */
 function drawMessages(messages, calls, options) {
   const byMessage = new Map();
   const byTurn = new Map();
@@ -69,39 +74,67 @@ function drawMessages(messages, calls, options) {
     if (!map.has(key)) map.set(key, []);
     map.get(key).push(call);
   }
+  const newest = options.hasNewest ? messages.findLastIndex((m) => m.role === "user") : -1;
+  const failed = new Map(); // turn id → its failed user message, shown on the turn's reply
   const elements = [];
   messages.forEach((message, index) => {
     if (message.role === "user") {
-      elements.push(userMessage(message));
+      const userEl = userMessage(message);
+      elements.push(userEl);
       const next = messages[index + 1];
       const isAnswered = next?.role === "assistant" && next.turn_id === message.turn_id;
       const orphanCalls = byTurn.get(message.turn_id);
-      if (!isAnswered && orphanCalls) {
-        // A turn that used tools but stored no reply: show what the tools did.
+      const failure = message.failure ? { message, userEl, isNewest: index === newest } : null;
+      if (!isAnswered && (orphanCalls || failure)) {
+        // A turn that stored no reply: what its tools did, and how it failed.
         byTurn.delete(message.turn_id);
         const stub = { ...message, id: "", content: "", status: "failed" };
-        elements.push(ReplyView.stored(stub, orphanCalls, options).el);
-      }
+        const view = ReplyView.stored(stub, orphanCalls ?? [], options);
+        if (failure) showFailure(view, failure, options);
+        elements.push(view.el);
+      } else if (failure) failed.set(message.turn_id, failure);
       return;
     }
     const own = [...(byMessage.get(message.id) ?? []), ...(byTurn.get(message.turn_id) ?? [])];
     byTurn.delete(message.turn_id);
     const view = ReplyView.stored(message, own, options);
     if (message.is_archived) view.el.classList.add("is-archived");
+    const failure = failed.get(message.turn_id);
+    if (failure) showFailure(view, failure, options); // the words kept before it failed
     elements.push(view.el);
   });
   return elements;
 }
 
+/** How a stored turn failed, on its reply; Retry resumes it with the key the server kept. */
+function showFailure(view, { message, userEl, isNewest }, { onRetry }) {
+  const retry =
+    isNewest && message.retry_key && onRetry
+      ? () =>
+          onRetry({
+            text: message.content,
+            images: messageParts(userEl)?.images ?? [],
+            key: message.retry_key,
+            userEl,
+            view,
+          })
+      : null;
+  view.fail(message.failure, { isStopped: message.failure.code === "cancelled", onRetry: retry });
+}
+
 export class Thread {
-  /** `onSummaryState(state)`: the open session's summary card is "none", "shown" or "editing". */
-  constructor(scroller, { onSummaryState = () => {} } = {}) {
+  /**
+   * `onSummaryState(state)`: the open session's summary card is "none", "shown" or "editing".
+   * `onRetry({text, images, key, userEl, view})`: Retry pressed on a stored failed turn.
+   */
+  constructor(scroller, { onSummaryState = () => {}, onRetry = null } = {}) {
     this.scroller = scroller;
     this.inner = scroller.querySelector(".thread");
     this.session = null;
     this.summary = null;
     this.drawnWindowStart = 0; // the window start of the messages drawn
     this.onSummaryState = onSummaryState;
+    this.onRetry = onRetry;
   }
 
   get isNearBottom() {
@@ -159,7 +192,7 @@ export class Thread {
    */
   async show(session, { isDemo, isBusy = () => false }) {
     this.session = session;
-    this.options = { isDemo };
+    this.options = { isDemo, onRetry: this.onRetry };
     const [page, tools] = await Promise.all([
       api.messages(session.id, { limit: PAGE }),
       api.toolConversations(session.id).catch(() => ({ tool_conversations: [] })),
@@ -176,7 +209,7 @@ export class Thread {
     this.window = h(
       "div",
       { class: "window" },
-      drawMessages(page.messages, this.calls, this.options),
+      drawMessages(page.messages, this.calls, { ...this.options, hasNewest: true }),
     );
     this.inner.replaceChildren(this.earlier, this.archived, this.summary.el, this.window);
     this.drawnWindowStart = session.window_start_id; // what the page shows, until redrawn

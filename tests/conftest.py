@@ -74,6 +74,16 @@ def redis_url() -> str:
 
 
 @pytest.fixture
+def refused_port() -> Iterator[int]:
+    """A local port that refuses connections for the whole test: bound, never listening, so
+    no other process (another test run on this machine) can take it meanwhile. A port found
+    free and closed again can be taken, and then something answers there after all."""
+    with socket.socket() as held:
+        held.bind(("127.0.0.1", 0))
+        yield int(held.getsockname()[1])
+
+
+@pytest.fixture
 def redis_prefix() -> str:
     """Keys of this test's own: concurrent runs and tests never share them."""
     return f"tally-test-{os.getpid()}-{uuid.uuid4().hex[:8]}"

@@ -9,7 +9,7 @@ import pytest
 
 from backend.errors import ConfigError
 from backend.model_choice import choose_model
-from backend.settings import Settings
+from backend.settings import Settings, load_settings
 from tests.conftest import make_settings
 
 PROVIDERS = {
@@ -79,3 +79,38 @@ def test_the_demo_is_refused_with_keys_or_beyond_loopback(
     with pytest.raises(ConfigError) as caught:
         choose_model(settings_with(tmp_path, **sections))
     assert "set OPENAI_API_KEY" in caught.value.message and why in caught.value.message
+
+
+def test_the_demo_names_the_variable_its_provider_and_the_config_file(tmp_path: Path) -> None:
+    config = tmp_path / "deploy.yaml"
+    config.write_text(
+        "providers: {acme: {kind: openai_compatible, base_url: 'http://127.0.0.1:9/v1',"
+        " api_key_env: ACME_KEY}}\nmodel: {provider: acme, name: m}\n",
+        encoding="utf-8",
+    )
+    choice = choose_model(load_settings(config))
+
+    assert choice.is_demo and choice.missing_key_env == "ACME_KEY"
+    assert (
+        choice.hint == f"set ACME_KEY and restart (providers.acme.api_key_env in {config} names it)"
+    )
+
+
+def test_with_no_model_the_demo_says_where_to_name_one(tmp_path: Path) -> None:
+    config = tmp_path / "deploy.yaml"
+    config.write_text("persona: {name: Ada}\n", encoding="utf-8")
+
+    hint = choose_model(load_settings(config)).hint
+
+    assert hint == f"name a model and its provider in {config} (model: and providers:) and restart"
+
+
+def test_with_no_config_file_the_demo_points_to_tally_init(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("TALLY_CONFIG", raising=False)
+
+    hint = choose_model(load_settings()).hint
+
+    assert hint is not None and "`tally init`" in hint

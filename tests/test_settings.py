@@ -11,6 +11,7 @@ import pytest
 from backend.errors import ConfigError
 from backend.settings import (
     ModelSettings,
+    Settings,
     file_only_problems,
     layered_overrides,
     load_settings,
@@ -192,3 +193,72 @@ def test_a_tenants_api_settings_layer_over_its_file_settings_key_by_key(tmp_path
     assert file_only_problems({"tools": {"mcp_servers": {}}}) == [
         "tools.mcp_servers: set in config.yaml by the operator only"
     ]
+
+
+def problems_of(tmp_path: Path, text: str) -> ConfigError:
+    with pytest.raises(ConfigError) as caught:
+        load_settings(write(tmp_path, text))
+    return caught.value
+
+
+def test_every_problem_of_the_file_is_named_in_one_error(tmp_path: Path) -> None:
+    error = problems_of(
+        tmp_path,
+        "server: {port: many}\n"
+        "persona: {nmae: x, name: Ada}\n"
+        "model: {provider: nowhere, name: m, fallbacks: [{provider: a}, {name: b}]}\n"
+        "tenants: {acme: {persona: {language: fr}}, Bad: {}}\n",
+    )
+
+    assert error.problems == [  # the values first, in the settings' order, then the names
+        "server.port: Input should be a valid integer, unable to parse string as an integer",
+        "model.fallbacks.0.name: Field required",
+        "model.fallbacks.1.provider: Field required",
+        "persona.nmae: unknown key (did you mean name?)",
+        "model.provider: provider 'nowhere' is not defined under providers: (defined: none)",
+        "tenants.acme.persona.language: Input should be 'en' or 'zh'",
+        "tenants.Bad: a tenant id is a lowercase slug",  # not acme's inherited model again
+    ]
+    assert error.message.splitlines()[1:] == [f"  {p}" for p in error.problems]
+
+
+def test_the_settings_without_the_keys_in_error_are_kept_for_the_other_checks(
+    tmp_path: Path,
+) -> None:
+    error = problems_of(tmp_path, "persona: {nmae: x, name: Ada}\nserver: {port: many}\n")
+
+    assert isinstance(error.partial, Settings)
+    assert error.partial.persona.name == "Ada"  # what was right still applies
+    assert error.partial.server.port == 8000  # a bad value: the default, for now
+
+
+def test_a_provider_in_error_is_not_also_called_undefined(tmp_path: Path) -> None:
+    error = problems_of(
+        tmp_path,
+        "providers: {acme: {kind: martian, base_url: 'http://127.0.0.1:9/v1'}}\n"
+        "model: {provider: acme, name: m}\n",
+    )
+
+    assert len(error.problems) == 1 and error.problems[0].startswith("providers.acme")
+
+
+@pytest.mark.parametrize(
+    "address", ["api.telegram.org", "https://api.telegram.org/bot123:abc", "ftp://example.org"]
+)
+def test_a_telegram_api_base_url_is_the_bot_apis_address(tmp_path: Path, address: str) -> None:
+    error = problems_of(
+        tmp_path,
+        f"channels: {{tg: {{kind: telegram, token_env: HOME, api_base_url: '{address}'}}}}\n",
+    )
+    (problem,) = error.problems
+    assert problem.startswith("channels.tg")
+    assert "api_base_url is the Bot API's address without /bot<token>" in problem
+
+
+@pytest.mark.parametrize("address", ["http://127.0.0.1:8081", "https://bot.example.com/api"])
+def test_a_self_hosted_bot_api_server_is_accepted(tmp_path: Path, address: str) -> None:
+    path = write(
+        tmp_path,
+        f"channels: {{tg: {{kind: telegram, token_env: HOME, api_base_url: '{address}'}}}}\n",
+    )
+    assert load_settings(path).channels["tg"].api_base_url == address

@@ -33,13 +33,14 @@ from backend.tenancy.keys import Principal
 router = APIRouter(prefix="/api/admin", tags=["admin"])
 
 
-def tenant_public(tenant: Tenant) -> TenantPublic:
+def tenant_public(tenant: Tenant, last_key_created_at: datetime | None = None) -> TenantPublic:
     return TenantPublic(
         id=tenant.id,
         name=tenant.name,
         settings=tenant.settings,
         created_at=tenant.created_at,
         disabled_at=tenant.disabled_at,
+        last_key_created_at=last_key_created_at,
     )
 
 
@@ -58,7 +59,7 @@ def key_public(record: ApiKeyRecord) -> KeyPublic:
 
 def require_operator(admin: Principal) -> None:
     if not admin.is_operator:
-        raise Forbidden("only the operator (TALLY_ADMIN_KEY) manages tenants")
+        raise Forbidden("only the operator (TALLY_ADMIN_KEY) manages tenants", code="operator_only")
 
 
 def own_tenant(admin: Principal, tenant_id: str) -> None:
@@ -111,7 +112,11 @@ async def list_tenants(services: ServicesDep, admin: AdminDep) -> TenantList:
         tenants = await services.tenants.list_all()
     else:
         tenants = [await services.tenants.get(tenant_id=admin.tenant_id)]
-    return TenantList(tenants=[tenant_public(t) for t in tenants])
+    newest = await services.api_keys.newest_by_tenant()
+    return TenantList(
+        tenants=[tenant_public(t, newest.get(t.id)) for t in tenants],
+        is_operator=admin.is_operator,
+    )
 
 
 @router.patch("/tenants/{tenant_id}")

@@ -5,6 +5,8 @@ every few seconds costs no tokens and cannot be rate limited."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from fastapi import APIRouter, Response
 from sqlalchemy import text
 from sqlalchemy.exc import SQLAlchemyError
@@ -20,7 +22,9 @@ from backend.api.health_schemas import (
     ProviderHealthPublic,
 )
 from backend.channels.base import ChannelStatus
+from backend.chat.runtime import TenantRuntime
 from backend.chat.services import Services
+from backend.domain.wording import count
 from backend.errors import StorageUnavailable
 from backend.providers.endpoints import base_url, display_url
 from backend.providers.outcomes import Outcome
@@ -33,13 +37,12 @@ router = APIRouter(tags=["health"])
 DEMO_NOTICE = (
     "No LLM provider key is configured: Tally answers with its built-in demo provider and "
     "keeps a window of {window} messages, so you can watch older turns move into memory. "
-    "{action} to talk to a real model."
+    "To talk to a real model, {hint}."
 )
 
 
-def demo_notice(key_env: str | None, window: int) -> str:
-    action = f"Set {key_env} and restart" if key_env else "Configure a model in config.yaml"
-    return DEMO_NOTICE.format(window=window, action=action)
+def demo_notice(hint: str | None, window: int) -> str:
+    return DEMO_NOTICE.format(window=window, hint=hint or "set the key your config names")
 
 
 @router.get("/api/health")
@@ -87,9 +90,11 @@ async def health(
             for name, settings in runtime.settings.providers.items()
         ],
         is_demo=runtime.is_demo,
-        notice=demo_notice(runtime.demo_key_env, window) if runtime.is_demo else None,
+        notice=demo_notice(runtime.demo_hint, window) if runtime.is_demo else None,
         demo_key_env=runtime.demo_key_env,
         demo_window=window if runtime.is_demo else None,
+        demo_config_file=_config_file(services) if runtime.is_demo else None,
+        assistant_name=(await _own_runtime(services, caller, runtime)).settings.persona.name,
         channels=[channel_health(s) for s in channels.statuses() if _may_see(caller, s)],
         mcp_servers=[
             McpServerHealthPublic(
@@ -118,7 +123,7 @@ async def memory_problems(services: Services) -> list[MemoryProblemPublic]:
             tenant_id=job.tenant_id,
             session_id=job.session_id,
             code="summaries_failing",
-            reason=f"{job.attempts} failed attempt(s) to summarize messages "
+            reason=f"{count(job.attempts, 'failed attempt')} to summarize messages "
             f"#{job.first_message_id}–#{job.last_message_id}",
         )
         for job in await services.overflow_jobs.failing()
@@ -133,9 +138,24 @@ async def memory_problems(services: Services) -> list[MemoryProblemPublic]:
 def _count(problems: list[MemoryProblemPublic]) -> str:
     failing = sum(p.code == "summaries_failing" for p in problems)
     unreadable = len(problems) - failing
-    parts = [f"summaries failing in {failing} session(s)"] if failing else []
-    parts += [f"{unreadable} memory file(s) unreadable"] if unreadable else []
+    parts = [f"summaries failing in {count(failing, 'session')}"] if failing else []
+    parts += [f"{count(unreadable, 'memory file')} unreadable"] if unreadable else []
     return "; ".join(parts)
+
+
+def _config_file(services: Services) -> str | None:
+    """The config file the server read (None: the built-in defaults), for the demo notice."""
+    source = services.settings.source
+    return source if Path(source).is_file() else None
+
+
+async def _own_runtime(
+    services: Services, caller: Principal | None, default: TenantRuntime
+) -> TenantRuntime:
+    """The caller's tenant's runtime: its persona names the assistant on the page."""
+    if caller is None or caller.is_operator or caller.tenant_id == DEFAULT_TENANT:
+        return default
+    return await services.runtimes.get(caller.tenant_id)
 
 
 def _may_see(caller: Principal | None, status: ChannelStatus) -> bool:

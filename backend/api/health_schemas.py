@@ -75,6 +75,10 @@ class HealthPublic(BaseModel):
     notice: str | None = None
     demo_key_env: str | None = None  # demo mode: the variable to set for a real model
     demo_window: int | None = None  # demo mode: its small window, in messages
+    demo_config_file: str | None = None  # demo mode: the file naming the model and its key
+    assistant_name: str = Field(
+        "Tally", description="the caller's tenant's persona.name: who answers on the page"
+    )
     channels: list[ChannelHealthPublic] = Field(
         default_factory=list, description="the bots an administrator's key may see"
     )

@@ -71,6 +71,11 @@ class ImagePublic(BaseModel):
     data: str
 
 
+class TurnFailurePublic(BaseModel):
+    code: str
+    message: str
+
+
 class MessagePublic(BaseModel):
     id: int
     role: Literal["user", "assistant"]
@@ -82,6 +87,8 @@ class MessagePublic(BaseModel):
     is_archived: bool = False
     compacted: bool = False  # a reply answered from a request compacted to fit the context
     thinking: str = ""  # a reply's reasoning, when the model streamed any
+    failure: TurnFailurePublic | None = None  # a user message whose turn failed, until answered
+    retry_key: str | None = None  # with a failure: the Idempotency-Key that resumes the turn
 
 
 class MessageList(BaseModel):
@@ -217,10 +224,14 @@ class TenantPublic(BaseModel):
     settings: dict[str, Any]
     created_at: datetime
     disabled_at: datetime | None
+    last_key_created_at: datetime | None = None  # when its newest API key was made
 
 
 class TenantList(BaseModel):
     tenants: list[TenantPublic]
+    # The operator manages every tenant (create, settings, disable); a tenant's admin key, its
+    # own tenant's keys, usage, memory and audit log: the console offers only what it may do.
+    is_operator: bool = False
 
 
 class KeyCreate(Body):

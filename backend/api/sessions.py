@@ -19,6 +19,7 @@ from backend.api.schemas import (
     SummaryUpdate,
     ToolConversationList,
     ToolConversationPublic,
+    TurnFailurePublic,
 )
 from backend.api.text_fields import Text
 from backend.domain.messages import Session, StoredMessage
@@ -52,7 +53,14 @@ def message_public(message: StoredMessage, *, window_start_id: int) -> MessagePu
         is_archived=message.id < window_start_id,
         compacted=message.compacted,
         thinking=message.thinking,
+        failure=failure_public(message),
+        retry_key=message.idempotency_key if message.failure else None,
     )
+
+
+def failure_public(message: StoredMessage) -> TurnFailurePublic | None:
+    failure = message.failure
+    return TurnFailurePublic(code=failure.code, message=failure.message) if failure else None
 
 
 @router.post("", status_code=201)

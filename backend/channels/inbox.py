@@ -81,6 +81,17 @@ class Inbox:
         )
         self._status.last_update_at = datetime.now(UTC)
         CHANNEL_EVENTS.labels(self._status.tenant_id, self._status.bot, "update").inc()
+        log.info(
+            "%s %s: update in%s",
+            self._status.kind,
+            self._status.bot,
+            "" if is_new else " (a duplicate: answered once)",
+            extra={
+                "tenant": self._status.tenant_id,
+                "bot": self._status.bot,
+                "update": platform_id,
+            },
+        )
         if is_new:
             self._schedule(platform_id, payload, 0)
         return is_new

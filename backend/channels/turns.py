@@ -87,6 +87,18 @@ class ChannelTurns:
             )
             self._services.failpoints.hit(f"{self._kind}.chunk_sent")
         CHANNEL_EVENTS.labels(inbound.tenant_id, self._bot, "reply").inc()
+        log.info(
+            "%s %s: reply out",
+            self._kind,
+            self._bot,
+            extra={
+                "tenant": inbound.tenant_id,
+                "bot": self._bot,
+                "update": platform_id,
+                "session": end.session_id,
+                "chunks": len(chunks),
+            },
+        )
         await self._ask_to_remember(inbound, replies)
 
     async def _ask_to_remember(self, inbound: InboundMessage, replies: Replies[Chunk]) -> None:
@@ -116,7 +128,7 @@ class ChannelTurns:
 
     async def notice(self, replies: Replies[Chunk], code: str, message: str) -> None:
         """A turn that did not answer says so; it is never stored as a reply."""
-        log.info("%s %s: turn not answered (%s)", self._kind, self._bot, code)
+        log.info("%s %s: reply out: turn not answered (%s)", self._kind, self._bot, code)
         text = f"Sorry, I could not answer that ({code})."
         if code in SAID_AS_IS:
             text = f"{message} ({code})"

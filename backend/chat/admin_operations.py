@@ -12,6 +12,7 @@ from typing import Any
 
 from backend.chat.resummarize import resummarize
 from backend.chat.services import Services
+from backend.domain.wording import count
 from backend.storage.admin_operations import Operation, OperationKind
 
 log = logging.getLogger(__name__)
@@ -90,7 +91,7 @@ class AdminOperations:
         await repo.finish(
             operation.id,
             state="done",
-            message=f"{lines} line(s) of {len(scopes)} memory(ies)",
+            message=f"{count(lines, 'line')} of {count(len(scopes), 'memory', 'memories')}",
             result={
                 "tenant_id": tenant_id,
                 "exported_at": datetime.now(UTC).isoformat(),
@@ -114,7 +115,7 @@ class AdminOperations:
             )
             found, still_raw = found + outcome.found, still_raw + outcome.still_raw
             failures += outcome.failures
-        message = f"re-summarized {found - still_raw} of {found} raw line(s)"
+        message = f"re-summarized {found - still_raw} of {count(found, 'raw line')}"
         if failures:
             message += "; " + "; ".join(failures[:5])
         is_done = not still_raw and not failures

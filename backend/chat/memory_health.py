@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from backend.domain.wording import count
 from backend.metrics import MEMORY_DEGRADED
 
 
@@ -25,8 +26,9 @@ class MemoryHealth:
         self, tenant_id: str, session_id: str, *, attempts: int, error: str
     ) -> None:
         reason = (
-            f"summarizing this conversation's older turns failed {attempts} time(s) ({error}); "
-            "they are kept and will be remembered once it succeeds"
+            "summarizing this conversation's older turns failed "
+            f"{count(attempts, 'time')} ({error}); they are kept"
+            " and will be remembered once it succeeds"
         )
         self._failing[(tenant_id, session_id)] = MemoryProblem("summaries_failing", reason)
         self._count(tenant_id)

@@ -22,6 +22,7 @@ from backend.chat.memory_health import MemoryHealth
 from backend.chat.overflow_policy import OverflowPolicy, auto_write_range
 from backend.chat.overflow_steps import FactsWritten, JobSteps
 from backend.chat.summarizer import Summarizer
+from backend.chat.summary_log import log_job_retry
 from backend.chat.window import plan_eviction
 from backend.domain.inbound import origin_of
 from backend.domain.messages import Session, StoredMessage, Usage
@@ -273,14 +274,7 @@ class OverflowWorker:
         delay = backoff * (0.5 + random.random())
         if job.attempts + 1 >= self._policy.max_attempts:
             delay = 0.0  # the last one failed: keep the range as a raw line now
-        log.warning(
-            "overflow job %s failed (%s, attempt %s); retry in %.1f s",
-            job.id,
-            error.code,
-            job.attempts + 1,
-            delay,
-            extra={"tenant": job.tenant_id, "session": job.session_id},
-        )
+        log_job_retry(job, error, delay_s=delay)
         retry_at = datetime.now(UTC) + timedelta(seconds=delay)
         self._health.summaries_failing(
             job.tenant_id, job.session_id, attempts=job.attempts + 1, error=error.code

@@ -14,6 +14,7 @@ from backend.chat.failpoints import Failpoints
 from backend.chat.memory_health import MemoryHealth
 from backend.chat.overflow_policy import OverflowPolicy, memory_source
 from backend.chat.summarizer import Summarizer, SummaryOutput, raw_output
+from backend.chat.summary_log import log_job_done
 from backend.domain.messages import StoredMessage, Usage
 from backend.memory.base import MemoryEntryNotFound, MemoryStore, MemoryUnavailable
 from backend.memory.entries import FACT_SEPARATOR, MemoryEntry, NewEntry, Provenance
@@ -120,6 +121,7 @@ class JobSteps:
             await self._jobs.record_memory(job, memory_entry_id=entry_id)
             self._failpoints.hit("overflow.memory_written")
         await self._jobs.complete(job, delete_evicted=self._policy.delete_evicted)
+        log_job_done(job)
         self._health.summaries_recovered(job.tenant_id, job.session_id)
         self._failpoints.hit("overflow.done")
 

@@ -27,6 +27,7 @@ class TenantRuntime:
     provider: ChatProvider
     is_demo: bool
     demo_key_env: str | None  # in demo mode: the unset variable that would name a real model
+    demo_hint: str | None  # in demo mode: what makes a real model answer (model_choice)
     builder: RequestBuilder
     tools: ToolRegistry
     counter: TokenCounter

@@ -49,6 +49,7 @@ class ChatService:
                 stream=inbound.stream,
                 can_approve=inbound.can_approve,
                 user_key=inbound.user_key if inbound.session_id is not None else None,
+                channel=inbound.channel,
             )
         )
 

@@ -16,6 +16,7 @@ from backend.chat.approvals import ApprovalPolicy, Approvals
 from backend.chat.running_turns import RunningTurns
 from backend.chat.runtime import RuntimeRegistry, TenantRuntime
 from backend.chat.tool_loop import LoopOutcome, run_tool_loop
+from backend.chat.turn_failures import forget_failure, keep_failure
 from backend.chat.turn_handle import TurnHandle, TurnRequest
 from backend.chat.turn_lock import SessionLocks
 from backend.coordination.base import Coordinator
@@ -124,8 +125,7 @@ class TurnRunner:
             if fault is None:
                 log.exception("turn failed unexpectedly", extra=handle.log_fields())
                 handle.emit(TurnFailed("internal_error", "the turn failed unexpectedly", 500))
-            else:
-                log.warning("turn failed: %s", fault.message, extra=handle.log_fields())
+            else:  # TurnFailed's log line says what failed
                 handle.emit(TurnFailed(fault.code, fault.message, fault.status, fault.retry_after))
         finally:
             self.running.remove(handle)
@@ -156,13 +156,17 @@ class TurnRunner:
                 session_id=session.id, turn_id=handle.turn_id, user_message_id=user_message.id
             )
         )
-        if handle.is_cancel_requested:
-            raise TurnCancelled("the turn was cancelled before the model was called")
         outcome = LoopOutcome()
         # A resumed turn's user message is stored already, maybe with an incomplete reply
         # after it: the request ends with the user message either way.
         window = [m for m in window if m.id < user_message.id] + [user_message]
-        error = await self._call_model(handle, runtime, session, window, outcome)
+        try:
+            if handle.is_cancel_requested:
+                raise TurnCancelled("the turn was cancelled before the model was called")
+            error = await self._call_model(handle, runtime, session, window, outcome)
+        except TallyError as exc:  # before the model answered: too long for the context
+            await keep_failure(self._messages, session.tenant_id, user_message, exc)
+            raise
         reply = await self._finish(handle, runtime, session, user_message, outcome, error)
         if reply is not None:
             runtime.overflow.after_turn(session, [*window, reply])
@@ -345,6 +349,7 @@ class TurnRunner:
                 ),
             )
         if is_complete and stored is not None:
+            await forget_failure(self._messages, session.tenant_id, user_message)
             handle.emit(
                 TurnCompleted(
                     session_id=session.id,
@@ -361,7 +366,7 @@ class TurnRunner:
             )
             return stored
         failure = error or EmptyReply("model", "the model stopped without a reply")
-        log.warning("turn ended with %s", failure.code, extra=handle.log_fields())
+        await keep_failure(self._messages, session.tenant_id, user_message, failure)
         handle.emit(
             TurnFailed(
                 code=failure.code,

@@ -10,7 +10,8 @@ from dataclasses import dataclass
 
 from backend.chat.approvals import Approvals
 from backend.chat.observability import observe_turn_event
-from backend.domain.events import TurnCompleted, TurnEvent, TurnFailed
+from backend.chat.turn_log import log_retry, log_turn_end
+from backend.domain.events import RetryScheduled, TurnCompleted, TurnEvent, TurnFailed
 from backend.domain.ids import new_turn_id
 from backend.domain.messages import UserInput
 
@@ -29,6 +30,7 @@ class TurnRequest:
     stream: bool = True  # whether the client watches tokens arrive
     can_approve: bool = False  # whether someone can answer a tool call's approval question
     user_key: str | None = None  # the end user the client says the named session belongs to
+    channel: str = "api"  # where the message came from (web, api, openai, telegram, dingtalk)
 
     def __post_init__(self) -> None:
         key = normalise_idempotency_key(self.idempotency_key)
@@ -52,10 +54,20 @@ class TurnHandle:
     def log_fields(self) -> dict[str, str]:
         """Ids for structured logs; never message text."""
         request = self.request
-        return {"tenant": request.tenant_id, "session": request.session_id, "turn": self.turn_id}
+        return {
+            "tenant": request.tenant_id,
+            "session": request.session_id,
+            "turn": self.turn_id,
+            "channel": request.channel,
+        }
 
     def emit(self, event: TurnEvent) -> None:
         observe_turn_event(self.request.tenant_id, event, started_at=self.started_at)
+        if isinstance(event, TurnCompleted | TurnFailed):
+            seconds = time.perf_counter() - self.started_at
+            log_turn_end(self.log_fields(), event, seconds=seconds)
+        elif isinstance(event, RetryScheduled):
+            log_retry(self.log_fields(), event)
         self._queue.put_nowait(event)
 
     def cancel(self) -> None:

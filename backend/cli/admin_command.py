@@ -1,5 +1,5 @@
-"""`tally tenants create | list | disable` and `tally keys create | list | revoke`; each change
-is in the audit log as the operator's."""
+"""`tally tenants create | list | disable | enable` and `tally keys create | list | revoke`;
+each change is in the audit log as the operator's."""
 
 from __future__ import annotations
 
@@ -47,10 +47,17 @@ async def run_tenants_command(settings: Settings, args: argparse.Namespace) -> i
             for tenant in await tenants.list_all():
                 state = "disabled" if tenant.is_disabled else "active"
                 print(f"{tenant.id}\t{state}\t{tenant.name}")
-        else:
+        elif args.action == "disable":
             await tenants.update(tenant_id=args.tenant_id, disabled_at=datetime.now(UTC))
             await audit.record(tenant_id=args.tenant_id, actor_key_id=None, action="tenant.disable")
-            print(f"disabled tenant {args.tenant_id}: its keys stop working now")
+            print(
+                f"disabled tenant {args.tenant_id}: its keys stop working now"
+                f" (`tally tenants enable {args.tenant_id}` undoes it)"
+            )
+        else:
+            await tenants.update(tenant_id=args.tenant_id, disabled_at=None)
+            await audit.record(tenant_id=args.tenant_id, actor_key_id=None, action="tenant.enable")
+            print(f"enabled tenant {args.tenant_id}: its keys work again")
     return 0
 
 

@@ -18,10 +18,10 @@ from sqlalchemy.exc import SQLAlchemyError
 from backend.channel_settings import ChannelSettings
 from backend.channels.bot_runner import bot_key_path
 from backend.channels.registry import WHOAMI
-from backend.composition import check_settings
+from backend.composition import check_settings, complete_config_error
 from backend.domain.events import TextDelta
 from backend.domain.requests import ChatRequest, RequestMessage
-from backend.errors import TallyError
+from backend.errors import ConfigError, TallyError
 from backend.model_choice import choose_provider
 from backend.providers.base import ChatProvider
 from backend.settings import Settings, load_settings, tenant_settings
@@ -43,6 +43,10 @@ async def run_doctor(config: Path | None, *, is_offline: bool) -> int:
     try:
         settings = load_settings(config)
         bots = await check_settings(settings)
+    except ConfigError as exc:
+        complete = await complete_config_error(exc)  # every problem, in one report
+        _report("FAIL", "config", complete.message, "correct the keys named above")
+        return 1
     except TallyError as exc:
         _report("FAIL", "config", exc.message, "correct the key named above")
         return 1
@@ -86,12 +90,11 @@ async def _check_provider(settings: Settings, *, is_offline: bool) -> bool:
     model = choice.model
     try:
         if choice.is_demo:
-            wanted = choice.missing_key_env or "the key your provider names in api_key_env"
             return _report(
                 "WARN",
                 "provider",
                 "demo mode: no LLM key is set, so the built-in demo provider answers",
-                f"export {wanted} (or edit providers and model in {settings.source}), restart",
+                choice.hint or "",
             )
         if is_offline:
             return _report("ok", f"provider {model.provider}", "not called (--offline)")

@@ -69,8 +69,8 @@ def _parser() -> argparse.ArgumentParser:
     memory.add_argument("--tenant", default="default")
     memory.add_argument("--user", default="", help="end user (memory.scope: user)")
     memory.set_defaults(command=_memory)
-    tenants = commands.add_parser("tenants", help="create, list or disable tenants")
-    tenants.add_argument("action", choices=["create", "list", "disable"])
+    tenants = commands.add_parser("tenants", help="create, list, disable or enable tenants")
+    tenants.add_argument("action", choices=["create", "list", "disable", "enable"])
     tenants.add_argument("tenant_id", nargs="?", default="")
     tenants.add_argument("--name", default="")
     tenants.add_argument("--settings", help="per-tenant overrides as JSON")
@@ -141,11 +141,22 @@ def _settings(args: argparse.Namespace) -> Settings:
     return load_settings(args.config)
 
 
+def _checked_settings(args: argparse.Namespace) -> Settings:
+    """The config's settings; when it has problems, every one of them in one report (those of
+    its values, and those building each tenant's runtime finds: tools, templates, keys)."""
+    try:
+        return _settings(args)
+    except ConfigError as exc:
+        from backend.composition import complete_config_error
+
+        raise asyncio.run(complete_config_error(exc)) from None
+
+
 def _serve(args: argparse.Namespace) -> int:
     from backend.cli.serve import run_server
 
     return run_server(
-        _settings(args),
+        _checked_settings(args),
         host=args.host,
         port=args.port,
         is_public=args.insecure_public,
@@ -174,7 +185,7 @@ def _migrate(args: argparse.Namespace) -> int:
 def _chat(args: argparse.Namespace) -> int:
     from backend.cli.terminal_chat import run_terminal_chat
 
-    return run_terminal_chat(_settings(args), session_id=args.session)
+    return run_terminal_chat(_checked_settings(args), session_id=args.session)
 
 
 def _doctor(args: argparse.Namespace) -> int:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from backend.chat.resummarize import resummarize
 from backend.composition import build_services
+from backend.domain.wording import count
 from backend.settings import Settings
 
 
@@ -15,7 +16,7 @@ async def run_resummarize(settings: Settings, *, tenant_id: str, user: str) -> i
 
         async def say_started(handed: int, found: int) -> None:
             if handed == found:
-                print(f"summarizing {found} range(s) again…", flush=True)
+                print(f"summarizing {count(found, 'range')} again…", flush=True)
 
         outcome = await resummarize(
             services, tenant_id=tenant_id, scope_key=user, progress=say_started

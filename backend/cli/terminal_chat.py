@@ -27,6 +27,7 @@ from backend.chat.runtime import TenantRuntime
 from backend.chat.service import ChatService
 from backend.chat.services import Services
 from backend.chat.turn_handle import TurnHandle
+from backend.cli.terminal_markdown import MarkdownStream, render_markdown
 from backend.composition import build_services
 from backend.domain.events import (
     RetryScheduled,
@@ -39,6 +40,7 @@ from backend.domain.events import (
 )
 from backend.domain.inbound import InboundMessage
 from backend.domain.messages import Session, StoredMessage, UserInput
+from backend.domain.wording import count
 from backend.errors import NotFound, SessionNotFound, TallyError, TurnCancelled
 from backend.settings import Settings
 
@@ -82,7 +84,8 @@ class _Chat:
     def greet(self) -> None:
         print(f"Tally · model {self.runtime.model.name} · session {self.session.id}")
         if self.runtime.is_demo:
-            print("(demo provider: no LLM key is configured)")
+            hint = self.runtime.demo_hint
+            print(f"(the built-in demo provider answers; to talk to a real model, {hint})")
         if self.recap is not None:
             _show_recap(self.recap, assistant=self.runtime.settings.persona.name)
         print("Type a message. Ctrl-C stops a reply; Ctrl-C or Ctrl-D at the prompt quits.\n")
@@ -111,17 +114,35 @@ def _show_recap(messages: list[StoredMessage], *, assistant: str) -> None:
         print("(this session has no messages yet)")
         return
     print(f"The last {len(messages)} messages of this session:")
+    failed: StoredMessage | None = None  # a user message whose turn failed, said after it
     for message in messages:
+        if failed is not None and message.turn_id != failed.turn_id:
+            _show_failure(failed)
+            failed = None
         role = "you" if message.role == "user" else assistant
         if message.status == "incomplete":
             role += " (incomplete)"
         text = message.content
         if len(text) > RECAP_CHARS:
             text = text[: RECAP_CHARS - 1] + "…"
+        if message.role == "assistant":
+            text = render_markdown(text, is_styled=sys.stdout.isatty())
         if message.images:
-            text += f" [{len(message.images)} image(s)]"
+            text += f" [{count(len(message.images), 'image')}]"
         print(f"  {role}: " + text.replace("\n", "\n    "))  # later lines indented under it
+        failed = message if message.failure is not None else failed
+    if failed is not None:
+        _show_failure(failed)
     print()
+
+
+def _show_failure(message: StoredMessage) -> None:
+    """How a turn ended, as the terminal said it then, after what it kept of the reply."""
+    assert message.failure is not None
+    if message.failure.code == TurnCancelled.code:
+        print("    [cancelled]")
+    else:
+        print(f"    [error {message.failure.code}: {message.failure.message}]")
 
 
 def _read_line() -> str | None:
@@ -168,22 +189,26 @@ class _Turn:
             return
         if self._is_cancel_requested:
             self._handle.cancel()
+        markdown = MarkdownStream(is_styled=sys.stdout.isatty())
         async for event in self._handle.events():
-            _show(event)
+            _show(event, markdown)
 
 
-def _show(event: object) -> None:
+def _show(event: object, markdown: MarkdownStream) -> None:
     out = sys.stdout
     if isinstance(event, TextDelta):
-        out.write(event.text)
-    elif isinstance(event, ThinkingDelta):
+        out.write(markdown.feed(event.text))
+        out.flush()
+        return
+    out.write(markdown.finish())  # whatever follows the words starts with no style open
+    if isinstance(event, ThinkingDelta):
         out.write(f"\x1b[2m{event.text}\x1b[0m")
     elif isinstance(event, ToolStarted):
         out.write(f"\n[tool {event.call.name} {event.call.arguments}]")
     elif isinstance(event, ToolFinished):
         out.write(f" → {event.result[:200]}\n")
     elif isinstance(event, RetryScheduled):
-        out.write(f"\n[retrying in {event.delay_s:.1f} s: {event.reason}]\n")
+        out.write(f"\n[retrying in {event.delay_s:.1f} s: {event.message or event.reason}]\n")
     elif isinstance(event, TurnCompleted):
         out.write("\n\n")
     elif isinstance(event, TurnFailed) and event.code == TurnCancelled.code:

@@ -41,6 +41,14 @@ class UserInput:
 
 
 @dataclass(frozen=True, slots=True)
+class TurnFailure:
+    """How a turn ended without a reply: an error's code and Tally's message for it."""
+
+    code: str
+    message: str
+
+
+@dataclass(frozen=True, slots=True)
 class StoredMessage:
     id: int
     session_id: str
@@ -53,6 +61,9 @@ class StoredMessage:
     token_count: int | None = None
     compacted: bool = False  # a reply answered from a request compacted to fit the context
     thinking: str = ""  # a reply's reasoning, as the model streamed it
+    # A user message whose turn failed, until it is answered: how, and the key that resumes it.
+    failure: TurnFailure | None = None
+    idempotency_key: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

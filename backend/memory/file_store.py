@@ -114,6 +114,21 @@ class FileMemoryStore:
             name = "tenant.md"
         return self._data_dir / "memory" / tenant_id / name
 
+    async def create_default_file(self) -> bool:
+        """Writes the default tenant's MEMORY.md with the standard header when it is missing.
+
+        The file is the deployment's (git-ignored in a checkout): it is made at the first start,
+        so a newcomer finds memory where the design puts it. True when it was created.
+        """
+        if self._default_path.exists():
+            return False
+
+        def create(document: MemoryDocument) -> tuple[MemoryDocument | None, bool]:
+            # Under the lock: another process may have made it meanwhile.
+            return (None, False) if self._default_path.exists() else (document, True)
+
+        return await self._update(DEFAULT_TENANT_ID, "", create)
+
     async def read(self, *, tenant_id: str, scope_key: str) -> MemoryDocument:
         path = self.path_for(tenant_id=tenant_id, scope_key=scope_key)
         header = standard_header(tenant_id, scope_key)

@@ -33,13 +33,14 @@ _STOPWORDS = frozenset(
 
 @dataclass
 class DemoProvider:
-    """The demo provider. `key_env` is the variable that would make a real model answer."""
+    """The demo provider. `hint` says what makes a real model answer (the variable to set and
+    the config file naming it); a session's first reply ends with it."""
 
-    key_env: str | None = None
+    hint: str = "set the key your config names and restart"
     name: str = "demo"
 
     async def stream(self, request: ChatRequest) -> AsyncIterator[ProviderEvent]:
-        text = demo_reply(request, key_env=self.key_env)
+        text = demo_reply(request, hint=self.hint)
         for word in _WORD.findall(text):
             await asyncio.sleep(0)  # a chunk at a time, as a streaming model sends them
             yield TextDelta(word)
@@ -50,27 +51,40 @@ class DemoProvider:
         return None
 
 
-def demo_reply(request: ChatRequest, *, key_env: str | None) -> str:
+def demo_reply(request: ChatRequest, *, hint: str) -> str:
+    """What memory holds about the message first, then the message quoted; the notice that no
+    real model answers closes a session's first reply only (the page and the terminal say it
+    too), so the conversation reads as memory at work, not as the same notice each turn."""
     said = last_user_text(request)
     facts = remembered_facts(request.system)
     relevant = facts if _ASKS_MEMORY.search(said) else _sharing_terms(facts, said)
-    lines = [
-        "**Demo reply**: this is Tally's built-in demo provider; no LLM API key is "
-        f"configured, so no real model is answering. You said: “{quote(said)}”.",
-        "",
-    ]
     if relevant:
-        lines.append("From memory I recall: " + "; ".join(relevant[-MAX_FACTS:]) + ".")
+        memory = "From memory I recall: " + "; ".join(relevant[-MAX_FACTS:]) + "."
     elif facts:
-        lines.append(f"I remember {len(facts)} fact(s) from earlier turns, none about this.")
+        count = f"{len(facts)} {_plural(len(facts), 'fact')}"
+        memory = f"I remember {count} from earlier turns, none about this."
     else:
-        lines.append(
+        memory = (
             "Nothing has left the window yet. Tell me about yourself (your name, a number, "
             "“remember …”): after a few turns the oldest ones are summarized into memory."
         )
-    key = key_env or "OPENAI_API_KEY"
-    lines += ["", f"To talk to a real model, set {key} (or edit config.yaml) and restart."]
-    return "\n".join(lines)
+    paragraphs = [memory, f"You said: “{quote(said)}”."]
+    if is_first_reply(request):
+        paragraphs.append(
+            "*This is Tally's built-in demo provider: no real model is answering. To talk to "
+            f"one, {hint}.*"
+        )
+    return "\n\n".join(paragraphs)
+
+
+def is_first_reply(request: ChatRequest) -> bool:
+    """True when no reply of the session precedes the message: its window always keeps the
+    latest turns, so a later turn's request holds an earlier reply."""
+    return not any(message.role == "assistant" for message in request.messages)
+
+
+def _plural(count: int, noun: str) -> str:
+    return noun if count == 1 else noun + "s"
 
 
 def remembered_facts(system_prompt: str) -> list[str]:

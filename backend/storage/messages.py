@@ -10,7 +10,7 @@ from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import Row, bindparam, case, select, update
+from sqlalchemy import Row, bindparam, case, func, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncConnection
 
@@ -21,6 +21,7 @@ from backend.domain.messages import (
     Role,
     Session,
     StoredMessage,
+    TurnFailure,
     UserInput,
 )
 from backend.errors import SessionNotFound
@@ -56,6 +57,10 @@ def message_from_row(row: Row[Any]) -> StoredMessage:
         token_count=row.token_count,
         compacted=row.compacted,
         thinking=row.thinking or "",
+        failure=TurnFailure(row.failure_code, row.failure_message or "")
+        if row.failure_code
+        else None,
+        idempotency_key=row.idempotency_key,
     )
 
 
@@ -121,6 +126,7 @@ async def insert_message(
         token_count=token_count,
         compacted=compacted,
         thinking=thinking,
+        idempotency_key=idempotency_key,
     )
 
 
@@ -276,6 +282,34 @@ class MessageRepository:
                 return reply
         except IntegrityError as exc:  # the session was deleted while the turn ran
             raise SessionNotFound(session_id) from exc
+
+    async def record_failure(
+        self, *, tenant_id: str, message_id: int, failure: TurnFailure, resume_key: str
+    ) -> str:
+        """Keep how a user message's turn failed, and a key that resumes it (its own key, or
+        `resume_key` when the client sent none); that key."""
+        owned = (messages.c.tenant_id == tenant_id) & (messages.c.id == message_id)
+        async with self._db.write() as conn:
+            await conn.execute(
+                update(messages)
+                .where(owned)
+                .values(
+                    failure_code=failure.code,
+                    failure_message=failure.message,
+                    idempotency_key=func.coalesce(messages.c.idempotency_key, resume_key),
+                )
+            )
+            key = await conn.scalar(select(messages.c.idempotency_key).where(owned))
+        return str(key or resume_key)
+
+    async def clear_failure(self, *, tenant_id: str, message_id: int) -> None:
+        """The turn was answered after all: its message shows no failure any more."""
+        async with self._db.write() as conn:
+            await conn.execute(
+                update(messages)
+                .where(messages.c.tenant_id == tenant_id, messages.c.id == message_id)
+                .values(failure_code=None, failure_message=None)
+            )
 
     async def session_with_window(
         self, *, tenant_id: str, session_id: str, limit: int | None

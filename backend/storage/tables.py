@@ -90,6 +90,10 @@ messages = Table(
     Column("created_at", Timestamp, nullable=False),
     Column("compacted", Boolean, nullable=False, server_default=false()),  # its request was
     Column("thinking", Text),  # the model's reasoning before the reply
+    # A user message whose turn failed: how (Tally's words, never the user's), until it is
+    # answered after all.
+    Column("failure_code", String(64)),
+    Column("failure_message", Text),
     Index("ix_messages_tenant_session_id", "tenant_id", "session_id", "id"),
     Index("ix_messages_turn", "tenant_id", "turn_id"),
     UniqueConstraint("tenant_id", "idempotency_key", name="uq_messages_idempotency_key"),

@@ -7,13 +7,13 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import ColumnElement, Row, select, update
+from sqlalchemy import ColumnElement, Row, func, select, update
 from sqlalchemy.exc import IntegrityError
 
 from backend.errors import Conflict, NotFound
 from backend.storage.database import Database
 from backend.storage.tables import api_keys, tenants
-from backend.storage.timestamps import aware_or_none
+from backend.storage.timestamps import aware, aware_or_none
 
 
 class TenantNotFound(NotFound):
@@ -173,6 +173,13 @@ class ApiKeyRepository:
                 .order_by(api_keys.c.created_at)
             )
             return [_key(row) for row in rows]
+
+    async def newest_by_tenant(self) -> dict[str, datetime]:
+        """When each tenant's newest key was made (tenants without keys are absent)."""
+        newest = func.max(api_keys.c.created_at)
+        async with self._db.read() as conn:
+            rows = await conn.execute(select(api_keys.c.tenant_id, newest).group_by("tenant_id"))
+            return {tenant_id: aware(at) for tenant_id, at in rows}
 
     async def revoke(self, *, key_id: str, tenant_id: str | None = None) -> str:
         """Revoke a key (the admin names any key; a tenant only its own); the key's tenant."""

@@ -145,7 +145,11 @@ class Authenticator:
 
 
 def _disabled(tenant_id: str) -> str:
-    return f"tenant {tenant_id!r} is disabled: its keys work again once an operator enables it"
+    return (
+        f"tenant {tenant_id!r} is disabled: its keys work again once an operator enables it"
+        f" (`tally tenants enable {tenant_id}`, or PATCH /api/admin/tenants/{tenant_id}"
+        ' {"disabled": false})'
+    )
 
 
 def _bearer(authorization: str | None) -> str:

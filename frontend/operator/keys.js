@@ -26,10 +26,17 @@ export async function render(root, console, params) {
     root.replaceChildren(title, h("p", { class: "op-muted", t: "admNoTenants" }), toTenants);
     return;
   }
-  const tenantId = tenants.some((t) => t.id === params.tenant) ? params.tenant : tenants[0].id;
+  const tenantId = tenants.some((t) => t.id === params.tenant) ? params.tenant : newest(tenants);
   const view = new KeysView(root, console, tenantId);
   root.replaceChildren(title, view.picker(tenants), view.issueForm(), view.secretSlot, view.table);
   await view.reload();
+}
+
+/** The tenant whose keys were made last (as `tally keys create` did), else the first. */
+function newest(tenants) {
+  const withKeys = tenants.filter((tenant) => tenant.last_key_created_at);
+  withKeys.sort((a, b) => Date.parse(b.last_key_created_at) - Date.parse(a.last_key_created_at));
+  return (withKeys[0] ?? tenants[0]).id;
 }
 
 class KeysView {

@@ -23,10 +23,17 @@ onUnauthorized(() => signIn.show());
 
 /** What a view may use besides its root: report an ApiError, go to another view. */
 const console_ = {
-  /** 401: sign in; 403 (a chat key): ask for an admin key; else a toast naming the error. */
+  isAdmin: false, // a view has loaded with this key: it is an admin key, whatever it is refused
+  /**
+   * 401: sign in; 403 `forbidden` before any view loaded (a chat key): ask for an admin key;
+   * any other refusal (`operator_only` to a tenant's admin key, `tenant_disabled`) is said in a
+   * toast and signs nobody out.
+   */
   fail(err) {
     if (err.status === 401) return signIn.show();
-    if (err.status === 403 && !err.code?.startsWith("tenant_")) return signIn.show("opNeedsAdmin");
+    if (err.status === 403 && err.code === "forbidden" && !this.isAdmin) {
+      return signIn.show("opNeedsAdmin");
+    }
     toast({ raw: `${err.code}: ${err.message}` }, { isError: true });
   },
   go(view, params = {}) {
@@ -61,6 +68,7 @@ async function show() {
   root.replaceChildren(section);
   try {
     await view.render(section, console_, params);
+    console_.isAdmin = true;
   } catch (err) {
     console_.fail(err);
   }
@@ -74,3 +82,5 @@ document.getElementById("sign-out").addEventListener("click", () => {
 window.addEventListener("hashchange", show);
 applyI18n();
 show();
+
+export const opConsole = console_; // what the browser tests drive

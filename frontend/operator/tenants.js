@@ -10,23 +10,26 @@ import { SettingsCard } from "./tenant_settings.js";
 const enc = encodeURIComponent;
 
 export async function render(root, console, params) {
-  const { tenants } = await json("GET", "/api/admin/tenants"); // a chat key: 403, nothing shown
-  const view = new TenantsView(root, console);
+  // A chat key: 403, nothing shown. A tenant's admin key: its own tenant, without the
+  // operator's controls (create, settings, disable), which would only be refused.
+  const { tenants, is_operator: isOperator } = await json("GET", "/api/admin/tenants");
+  const view = new TenantsView(root, console, { isOperator });
   view.draw(tenants);
-  if (params.tenant && tenants.some((tenant) => tenant.id === params.tenant)) {
+  if (isOperator && params.tenant && tenants.some((tenant) => tenant.id === params.tenant)) {
     await view.openSettings(params.tenant);
   }
 }
 
 class TenantsView {
-  constructor(root, console) {
+  constructor(root, console, { isOperator }) {
     this.console = console;
+    this.isOperator = isOperator;
     this.rows = h("tbody");
     this.settingsSlot = h("div", { class: "adm-settings-slot" });
     this.openId = null;
     root.replaceChildren(
       h("h2", { class: "adm-title", t: "opTenants" }),
-      this.createForm(),
+      isOperator ? this.createForm() : null,
       h(
         "table",
         { class: "op-table", dataset: { testid: "tenant-table" } },
@@ -134,10 +137,14 @@ class TenantsView {
       h(
         "td",
         { class: "adm-actions" },
-        button("admSettings", "tenant-settings", () => this.openSettings(tenant.id)),
+        this.isOperator
+          ? button("admSettings", "tenant-settings", () => this.openSettings(tenant.id))
+          : null,
         button("opKeys", "tenant-keys", () => this.console.go("keys", { tenant: tenant.id })),
         button("opAudit", "tenant-audit", () => this.console.go("audit", { tenant: tenant.id })),
-        button(isDisabled ? "admEnable" : "admDisable", "tenant-toggle", toggle),
+        this.isOperator
+          ? button(isDisabled ? "admEnable" : "admDisable", "tenant-toggle", toggle)
+          : null,
         slot,
       ),
     );

@@ -230,7 +230,8 @@ function costCell(row, format) {
     setAttrs(cell, { title: "usageNoPrice" });
   } else if (row.unpriced_calls) {
     cell.textContent = `${format.cost(cost)} *`;
-    setAttrs(cell, { title: "usageUnpriced" }, { n: row.unpriced_calls });
+    const unpriced = row.unpriced_calls === 1 ? "usageUnpricedOne" : "usageUnpriced";
+    setAttrs(cell, { title: unpriced }, { n: row.unpriced_calls });
   } else {
     cell.textContent = format.cost(cost);
   }

@@ -199,6 +199,8 @@ async def test_settings_show_their_origin_and_an_edit_reaches_the_next_turn(
     assert "persona.nickname" in messages[3]
     assert after_refusals == reset  # nothing changed
     assert [r.status_code for r in tenant_admin] == [403, 403]
+    # Told apart from a chat key's refusal: the console keeps such a key signed in.
+    assert {r.json()["error"]["code"] for r in tenant_admin} == {"operator_only"}
     assert [c["detail"] for c in changes] == [
         {"set": ["persona.max_history_messages", "persona.name"], "reset": []},
         {"set": [], "reset": ["persona.max_history_messages"]},
@@ -340,6 +342,7 @@ async def test_an_export_holds_exactly_the_tenants_lines(
         )
 
     assert export["state"] == "done", export["message"]
+    assert export["message"] == "2 lines of 1 memory"  # in words, not "line(s) of memory(ies)"
     assert export["done"] == export["total"] == 1
     assert export["result_url"] == f"/api/admin/operations/{export['id']}/result"
     (memory,) = ok(document)["memories"]
@@ -375,11 +378,12 @@ async def test_resummarize_turns_raw_lines_into_summaries(
         started = await audited(client, "acme", "operation.start")
 
     assert (nothing_raw["state"], nothing_raw["done"], nothing_raw["total"]) == ("done", 0, 0)
-    assert nothing_raw["message"] == "re-summarized 0 of 0 raw line(s)"
+    assert nothing_raw["message"] == "re-summarized 0 of 0 raw lines"
     assert nothing_raw["result_url"] is None
     assert raw  # the window moved on past summaries that failed
     assert (fixed["state"], fixed["done"], fixed["total"]) == ("done", len(raw), len(raw))
-    assert fixed["message"] == f"re-summarized {len(raw)} of {len(raw)} raw line(s)"
+    raw_lines = "1 raw line" if len(raw) == 1 else f"{len(raw)} raw lines"
+    assert fixed["message"] == f"re-summarized {len(raw)} of {raw_lines}"
     assert not [e for e in after if e["source"] == "auto-raw"]
     assert any("green tea" in e["content"] for e in after)
     assert bad_kind.status_code == 422

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import socket
 import time
 from pathlib import Path
 from typing import Any
@@ -11,7 +12,6 @@ import httpx
 
 from backend.app import create_app
 from tests.conftest import make_settings, serve
-from tests.fakes import unused_port
 from tests.fakes.openai_server import FakeOpenAIServer
 
 GENEROUS_S = 60.0
@@ -35,7 +35,9 @@ def entry(health: dict[str, Any], name: str) -> dict[str, Any]:
 async def test_health_shows_a_refused_provider_until_a_call_succeeds(
     sqlite_url: str, tmp_path: Path
 ) -> None:
-    port = unused_port()
+    held = socket.socket()  # bound, not listening: refused, and no other process takes it
+    held.bind(("127.0.0.1", 0))
+    port = held.getsockname()[1]
     url = f"http://127.0.0.1:{port}/v1"
     settings = make_settings(
         sqlite_url,
@@ -47,6 +49,7 @@ async def test_health_shows_a_refused_provider_until_a_call_succeeds(
         before = (await client.get("/api/health")).json()
         failed = await client.post("/api/chat/send", json={"message": "hello?"})
         during = await client.get("/api/health")
+        held.close()
         with FakeOpenAIServer(port=port):  # the vendor comes up on the same port
             answered = await client.post("/api/chat/send", json={"message": "hello again"})
             after = (await client.get("/api/health")).json()
@@ -97,9 +100,9 @@ async def test_health_never_calls_the_provider(sqlite_url: str, tmp_path: Path) 
 
 
 async def test_a_failing_summary_provider_shows_without_degrading_chat(
-    sqlite_url: str, tmp_path: Path
+    sqlite_url: str, tmp_path: Path, refused_port: int
 ) -> None:
-    summaries_url = f"http://127.0.0.1:{unused_port()}/v1"
+    summaries_url = f"http://127.0.0.1:{refused_port}/v1"
     with FakeOpenAIServer() as vendor:
         settings = make_settings(
             sqlite_url,

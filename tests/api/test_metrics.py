@@ -69,7 +69,8 @@ async def test_metrics_show_turns_and_tokens_per_tenant(
     assert after[("tally_prompt_build_seconds_count", ())] >= 4
     assert tenant_scrape.status_code == 403  # a tenant key sees no one else's figures
     assert failed.status_code == 503
-    (record,) = [r for r in caplog.records if "turn ended with" in r.getMessage()]
+    (record,) = [r for r in caplog.records if r.getMessage().startswith("turn failed:")]
     line = KeyValueFormatter("%(message)s").format(record)
     assert "tenant=metrics-globex" in line and "session=" in line and "turn=turn_" in line
+    assert "outcome=failed code=provider_unavailable" in line
     assert all(SECRET_TEXT not in r.getMessage() for r in caplog.records)

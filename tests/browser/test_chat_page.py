@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import base64
 import re
-import socket
 import struct
 import zlib
 from datetime import datetime
@@ -244,28 +243,22 @@ async def test_attached_image_is_sent_and_shown_in_the_message(
     await tally.screenshot(page, "image-sent")
 
 
-def closed_port() -> int:
-    """A local port nothing listens on: connecting to it is refused."""
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
-
-
-def unreachable_provider() -> dict[str, object]:
+def unreachable_provider(port: int) -> dict[str, object]:
+    """A provider at `port`, which refuses connections (the `refused_port` fixture)."""
     return {
         "kind": "openai_compatible",
-        "base_url": f"http://127.0.0.1:{closed_port()}/v1",
+        "base_url": f"http://127.0.0.1:{port}/v1",
         "max_retries": 1,
         "connect_timeout_s": 2,
     }
 
 
 async def test_a_refused_connection_is_named_not_called_busy(
-    browser: Browser, tmp_path: Path
+    browser: Browser, tmp_path: Path, refused_port: int
 ) -> None:
     """The real OpenAI adapter against a port that refuses: the retry notice and the turn's
     error name the provider, its URL and the cause."""
-    provider = unreachable_provider()
+    provider = unreachable_provider(refused_port)
     async with running_tally(
         browser,
         tmp_path,
@@ -300,13 +293,15 @@ async def test_a_refused_connection_is_named_not_called_busy(
         assert "繁忙" not in await reply.inner_text()
 
 
-async def test_a_fallback_model_is_announced_and_answers(browser: Browser, tmp_path: Path) -> None:
+async def test_a_fallback_model_is_announced_and_answers(
+    browser: Browser, tmp_path: Path, refused_port: int
+) -> None:
     async with running_tally(
         browser,
         tmp_path,
         provider=None,
         providers={
-            "unreachable": unreachable_provider(),
+            "unreachable": unreachable_provider(refused_port),
             "backup": {"kind": "scripted", "replies": ["The backup model answers."]},
         },
         model={

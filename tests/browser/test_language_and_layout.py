@@ -43,7 +43,7 @@ async def test_chinese_reply_and_chinese_interface(
 def expected_cause(health: dict[str, Any]) -> str:
     """What the banner must name as the cause, from the server's own health answer."""
     env = health.get("demo_key_env")
-    return f"{env} is not set" if env else "no LLM provider key is configured"
+    return f"{env} is not set" if env else "no LLM model and key are configured"
 
 
 async def test_demo_provider_is_shown_plainly(browser: Browser, tmp_path: Path) -> None:
@@ -86,7 +86,7 @@ async def test_demo_banner_speaks_chinese_and_never_shows_the_english_notice(
         if health.get("demo_key_env"):
             assert health["demo_key_env"] in text
         else:
-            assert "未配置任何 LLM 服务商密钥" in text
+            assert "未配置任何 LLM 模型和密钥" in text
         await expect(banner.get_by_test_id("demo-dismiss")).to_have_attribute(
             "aria-label", "关闭提示"
         )
@@ -104,7 +104,12 @@ async def test_demo_banner_text_is_built_from_the_health_fields(tally: Tally) ->
             const { demoNoticeText } = await import("/banner.js");
             const { setLanguage } = await import("/i18n.js");
             const shapes = [
-                { is_demo: true, demo_key_env: "ANTHROPIC_API_KEY", demo_window: 6 },
+                {
+                    is_demo: true,
+                    demo_key_env: "ANTHROPIC_API_KEY",
+                    demo_window: 6,
+                    demo_config_file: "/srv/tally/deploy.yaml",
+                },
                 { is_demo: true, demo_key_env: null, demo_window: null },
                 { is_demo: true, notice: "No LLM provider key is configured: ..." },
                 { is_demo: true, demo_key_env: "<b>not a name</b>", demo_window: "6" },
@@ -118,12 +123,15 @@ async def test_demo_banner_text_is_built_from_the_health_fields(tally: Tally) ->
     )
     named, none, absent, odd = texts["english"]
     assert "ANTHROPIC_API_KEY is not set" in named and "last 6 messages" in named
-    assert "no LLM provider key is configured" in none and "messages" not in none
+    assert "key's variable are set in /srv/tally/deploy.yaml" in named
+    assert "no LLM model and key are configured" in none and "messages" not in none
+    assert "config.yaml" not in none  # no file is named that the server did not read
     assert absent == none  # an older server, without the new fields
     assert odd == none
     named_zh, none_zh, _, _ = texts["chinese"]
     assert "未设置 ANTHROPIC_API_KEY" in named_zh and "最近的 6 条消息" in named_zh
-    assert "未配置任何 LLM 服务商密钥" in none_zh
+    assert "/srv/tally/deploy.yaml" in named_zh
+    assert "未配置任何 LLM 模型和密钥" in none_zh
 
 
 async def test_phone_width_dark_theme_keeps_everything_reachable(

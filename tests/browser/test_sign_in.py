@@ -116,3 +116,32 @@ async def test_a_disabled_tenants_key_is_told_so(
         await sign_in.locator("input").press("Enter")
         await expect(sign_in).to_be_hidden()
         await expect(page.get_by_test_id("empty-state")).to_be_visible()
+
+
+async def test_replies_carry_the_tenants_persona_name(
+    browser: Browser, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("TALLY_ADMIN_KEY", ADMIN_KEY)
+    provider = ScriptedProvider(replies=["Hello from Acme."])
+    async with running_tally(browser, tmp_path, provider, auth={"mode": "keys"}) as tally:
+        settings = {"persona": {"name": "Acme Bot"}}
+        created = await tally.client.post(
+            "/api/admin/tenants",
+            json={"id": "acme", "settings": settings},
+            headers=bearer(ADMIN_KEY),
+        )
+        assert created.status_code == 201, created.text
+        issued = await tally.client.post(
+            "/api/admin/tenants/acme/keys", json={"scope": "chat"}, headers=bearer(ADMIN_KEY)
+        )
+        page = await (await tally.new_context()).new_page()
+        await page.goto(tally.base_url)
+        await page.get_by_test_id("sign-in").locator("input").fill(issued.json()["key"])
+        await page.get_by_test_id("sign-in").locator("input").press("Enter")
+        await send(page, "Who are you?")
+        await wait_for_reply(page)
+        await expect(last_reply(page).get_by_test_id("assistant-name")).to_have_text("Acme Bot")
+        await expect(last_reply(page).locator(".avatar")).to_have_text("A")
+        await page.reload()  # stored replies too
+        await expect(last_reply(page).get_by_test_id("assistant-name")).to_have_text("Acme Bot")
+        await tally.screenshot(page, "persona-name")

@@ -3,8 +3,12 @@ polling and webhook mode; turns stored exactly as a web turn's; every update ans
 
 from __future__ import annotations
 
+import asyncio
+import logging
+import time
 from pathlib import Path
 
+import pytest
 from sqlalchemy import func, select
 
 from backend.providers.scripted import ScriptedProvider
@@ -139,3 +143,36 @@ async def test_an_update_delivered_while_the_bot_connects_is_answered_once(
         await served.sent(2)
     assert early.status_code == 200 and reply.text.split() == ["word"] * 60
     assert [m.text for m in telegram.sent(42, "sendMessage")][1:] == ["Hello from Tally."]
+
+
+async def test_each_update_in_and_reply_out_is_one_log_line_without_the_text(
+    telegram: FakeTelegramServer,
+    tmp_path: Path,
+    database_url: str,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level(logging.INFO)
+    bot = bot_settings(telegram, mode="webhook")
+    async with serving_bot(telegram, tmp_path, database_url, bot=bot) as served:
+        update = telegram.user_message("my secret plan is here")
+        await served.deliver(update)
+        await served.sent(1)
+        await served.deliver(update)  # delivered twice by the platform, answered once
+        await until_logged(caplog, "reply out")  # said after the last chunk was counted
+    lines = [r for r in caplog.records if r.name.startswith(("backend.channels", "tally"))]
+    ins = [r for r in lines if "update in" in r.getMessage()]
+    outs = [r for r in lines if "reply out" in r.getMessage()]
+    (turn,) = [r for r in lines if r.getMessage() == "turn completed"]
+    assert [r.levelno for r in ins + outs] == [logging.INFO] * 3
+    assert "duplicate" in ins[1].getMessage() and len(outs) == 1
+    assert {vars(r)["update"] for r in ins + outs} == {str(update["update_id"])}
+    assert vars(outs[0])["session"] == vars(turn)["session"]
+    assert vars(turn)["channel"] == "telegram" and vars(turn)["outcome"] == "completed"
+    assert not any("secret plan" in r.getMessage() + str(vars(r)) for r in caplog.records)
+
+
+async def until_logged(caplog: pytest.LogCaptureFixture, text: str) -> None:
+    deadline = time.monotonic() + 30
+    while not any(text in r.getMessage() for r in caplog.records):
+        assert time.monotonic() < deadline, f"never logged: {text}"
+        await asyncio.sleep(0.01)

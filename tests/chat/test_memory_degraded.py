@@ -86,7 +86,7 @@ async def test_failing_summaries_are_told_in_each_turn_health_and_metrics_until_
     assert events[-1][0] == "turn.completed"  # the conversation goes on
     assert answered.status_code == 200 and "failed" in answered.json()["memory_problem"]
     assert (health["status"], health["memory"]) == ("degraded", "degraded")
-    assert health["memory_problem"] == "summaries failing in 1 session(s)"
+    assert health["memory_problem"] == "summaries failing in 1 session"
     # auth.mode none: everyone is the operator, who sees where (keys mode: the test below)
     assert [(p["session_id"], p["code"]) for p in health["memory_problems"]] == [
         (session_id, "summaries_failing")

@@ -4,7 +4,6 @@ exactly once, and a fact from the first turn is still in the prompt three hundre
 from __future__ import annotations
 
 import asyncio
-import shutil
 import time
 from datetime import UTC, datetime
 from pathlib import Path
@@ -16,10 +15,10 @@ from sqlalchemy import select
 
 from backend.app import create_app
 from backend.errors import ProviderTimeout, ProviderUnavailable
-from backend.memory.entries import parse_document
+from backend.memory.entries import parse_document, render_lines, standard_header
 from backend.providers.scripted import ScriptedProvider
 from backend.storage.tables import messages, overflow_jobs, sessions
-from tests.conftest import ROOT, make_settings, serve
+from tests.conftest import make_settings, serve
 from tests.fakes.summarizer import EchoSummarizer
 from tests.prompt_text import prompt_text
 
@@ -136,7 +135,7 @@ async def test_failed_summaries_evict_nothing_and_are_retried(
 
 
 def copy_memory_header(tmp_path: Path) -> str:
-    shutil.copy(ROOT / "MEMORY.md", tmp_path / "MEMORY.md")
+    (tmp_path / "MEMORY.md").write_text(render_lines(standard_header("default", "")))
     return (tmp_path / "MEMORY.md").read_text(encoding="utf-8")
 
 

@@ -53,6 +53,11 @@ class Terminal:
         fcntl.ioctl(self._fd, termios.TIOCSWINSZ, struct.pack("HHHH", 40, 200, 0, 0))
 
     @property
+    def raw(self) -> bytes:
+        """All the process wrote, escape sequences included."""
+        return self._raw
+
+    @property
     def screen(self) -> str:
         return ESCAPES.sub(b"", self._raw).decode("utf-8", "replace")
 

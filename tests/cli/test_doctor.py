@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import shutil
-import socket
 import sys
 from pathlib import Path
 
@@ -86,11 +85,10 @@ def test_a_file_that_cannot_be_read_fails(tmp_path: Path) -> None:
     assert broken.returncode == 1 and "FAIL  config" in broken.stdout
 
 
-def test_an_unreachable_provider_is_named_with_its_url_and_the_cause(tmp_path: Path) -> None:
-    with socket.socket() as probe:  # a port nothing listens on
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    url = f"http://127.0.0.1:{port}/v1"
+def test_an_unreachable_provider_is_named_with_its_url_and_the_cause(
+    tmp_path: Path, refused_port: int
+) -> None:
+    url = f"http://127.0.0.1:{refused_port}/v1"
     path = config(
         tmp_path,
         f"providers:\n  myvendor: {{kind: openai_compatible, base_url: '{url}', max_retries: 0,"
@@ -125,11 +123,9 @@ def test_each_bot_is_asked_who_it_is_and_a_refused_token_fails(tmp_path: Path) -
 
 
 def test_each_robot_is_asked_for_a_token_and_refused_or_unreachable_ones_fail(
-    tmp_path: Path,
+    tmp_path: Path, refused_port: int
 ) -> None:
-    with socket.socket() as probe:  # a port nothing listens on
-        probe.bind(("127.0.0.1", 0))
-        down_url = f"http://127.0.0.1:{probe.getsockname()[1]}"
+    down_url = f"http://127.0.0.1:{refused_port}"
     with FakeDingTalkServer() as dingtalk:
         dingtalk.add_app("good-app", "good-secret", "good-robot")
         dingtalk.add_app("wrong-app", "the-real-secret", "wrong-robot")
@@ -174,10 +170,8 @@ def test_each_robot_is_asked_for_a_token_and_refused_or_unreachable_ones_fail(
     assert "ok    bot tenants.acme.channels.wrong: not called (--offline)" in offline.stdout
 
 
-def test_each_mcp_server_is_started_and_listed_or_failed(tmp_path: Path) -> None:
-    with socket.socket() as probe:  # a port nothing listens on
-        probe.bind(("127.0.0.1", 0))
-        closed = probe.getsockname()[1]
+def test_each_mcp_server_is_started_and_listed_or_failed(tmp_path: Path, refused_port: int) -> None:
+    closed = refused_port
     path = config(
         tmp_path,
         "tools:\n  mcp_servers:\n"

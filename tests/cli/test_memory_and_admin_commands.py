@@ -5,7 +5,11 @@ from __future__ import annotations
 import sqlite3
 from pathlib import Path
 
+from backend.app import create_app
+from backend.providers.scripted import ScriptedProvider
+from backend.settings import load_settings
 from tests.cli.runner import config, tally
+from tests.conftest import serve
 
 
 def test_migrate_then_memory_edit_show_and_search(tmp_path: Path) -> None:
@@ -49,3 +53,33 @@ def test_tenants_and_keys_from_the_command_line(tmp_path: Path) -> None:
         ("operator", "tenant.disable", ""),
     ]
     assert plain not in repr(audit)
+
+
+async def test_a_disabled_tenant_is_enabled_again_from_the_command_line(tmp_path: Path) -> None:
+    path = str(config(tmp_path, "auth: {mode: keys}\n"))
+    assert tally("--config", path, "tenants", "create", "acme").returncode == 0
+    key = tally("--config", path, "keys", "create", "acme").stdout.splitlines()[1]
+    headers = {"Authorization": f"Bearer {key}"}
+    app = create_app(load_settings(path), provider=ScriptedProvider())  # keys: no demo
+    async with serve(app) as client:
+        disabled = tally("--config", path, "tenants", "disable", "acme")
+        refused = await client.get("/api/chat/sessions", headers=headers)
+        enabled = tally("--config", path, "tenants", "enable", "acme")
+        again = await client.get("/api/chat/sessions", headers=headers)
+        listed = tally("--config", path, "tenants", "list").stdout
+
+    assert "`tally tenants enable acme` undoes it" in disabled.stdout
+    assert refused.status_code == 403
+    error = refused.json()["error"]
+    assert error["code"] == "tenant_disabled" and "`tally tenants enable acme`" in error["message"]
+    assert '{"disabled": false}' in error["message"]  # the API's way, too
+    assert enabled.returncode == 0 and "enabled tenant acme: its keys work again" in enabled.stdout
+    assert again.status_code == 200 and "acme\tactive" in listed
+    with sqlite3.connect(tmp_path / "t.db") as db:
+        actions = [row[0] for row in db.execute("SELECT action FROM audit_log ORDER BY id")]
+    assert actions[-2:] == ["tenant.disable", "tenant.enable"]
+
+
+def test_enabling_a_tenant_that_does_not_exist_says_so(tmp_path: Path) -> None:
+    result = tally("--config", str(config(tmp_path)), "tenants", "enable", "ghost")
+    assert result.returncode == 1 and "'ghost' does not exist" in result.stderr

@@ -32,6 +32,23 @@ def test_terminal_chat_streams_a_demo_reply(tmp_path: Path) -> None:
     assert "demo provider" in result.stdout and "hello there" in result.stdout
 
 
+def test_the_terminal_renders_the_replys_markdown_and_says_demo_once(tmp_path: Path) -> None:
+    with Terminal("--config", str(config(tmp_path)), "chat") as terminal:
+        terminal.expect("you> ")
+        terminal.send("hello there\r")
+        terminal.expect("To talk to one, .* and restart")
+        terminal.expect("you> ")
+        terminal.send("and again\r")
+        terminal.expect(said("and again"))
+        terminal.expect("you> ")
+        terminal.send(CTRL_D)
+        assert terminal.wait_exit() == 0
+    # The notice is in italics, drawn as such, not as the marks around it.
+    assert b"\x1b[3mThis is Tally's built-in demo provider" in terminal.raw
+    assert "*This is" not in terminal.screen and "restart.*" not in terminal.screen
+    assert terminal.screen.count("no real model is answering") == 1
+
+
 def test_arrow_keys_edit_the_line_and_recall_earlier_ones(tmp_path: Path) -> None:
     with Terminal("--config", str(config(tmp_path)), "chat") as terminal:
         terminal.expect("you> ")
@@ -127,6 +144,7 @@ def test_ctrl_c_during_a_reply_cancels_it_and_keeps_the_words_shown(
     assert (
         "  you: tell me a story\n"
         "  Tally (incomplete): Once upon a time\n"
+        "    [cancelled]\n"
         "  you: and now?\n"
         "  Tally: ok: and now?\n"
     ) in again.stdout
@@ -175,7 +193,33 @@ def test_no_command_prints_alembic_log_lines(tmp_path: Path) -> None:
         assert terminal.wait_exit() == 0
     assert all(result.returncode == 0 for result in outputs)
     for text in [terminal.screen, *(r.stdout + r.stderr for r in outputs)]:
+        text = text.replace(str(tmp_path), "<tmp>")  # the test's own folder is named for it
         assert "alembic" not in text and "Context impl" not in text, text
     # A migration that runs a revision says so, once; one with nothing to do is silent.
     assert created.stderr.count("database schema created at revision") == 1
     assert "database schema" not in outputs[1].stderr
+
+
+def test_a_failed_turn_shows_its_error_when_the_session_is_continued(
+    tmp_path: Path, refused_port: int
+) -> None:
+    dead = refused_port
+    path = str(
+        config(
+            tmp_path,
+            f"providers: {{acme: {{kind: openai_compatible, api_key_env: ACME_KEY,"
+            f" base_url: 'http://127.0.0.1:{dead}/v1', max_retries: 0}}}}\n"
+            "model: {provider: acme, name: m}\n",
+        )
+    )
+    env = {"ACME_KEY": "sk-test"}
+    first = tally("--config", path, "chat", stdin="hello there\n", env=env)
+    shown = f"[error provider_unavailable: acme (http://127.0.0.1:{dead}/v1): connection refused]"
+    assert shown in first.stdout
+    session_id = SESSION_ID.search(first.stdout)
+    assert session_id is not None
+    with Terminal("--config", path, "chat", "--session", session_id.group(1), env=env) as terminal:
+        recap = terminal.expect("you> ")
+        terminal.send(CTRL_D)
+        assert terminal.wait_exit() == 0
+    assert "you: hello there" in recap and shown in recap  # as it said when the turn failed

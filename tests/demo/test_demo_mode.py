@@ -13,6 +13,7 @@ import httpx
 
 from backend.app import create_app
 from backend.model_choice import DEMO_WINDOW
+from backend.settings import load_settings
 from tests.conftest import make_settings, serve
 
 OPENAI = {"openai": {"kind": "openai_compatible", "api_key_env": "OPENAI_API_KEY"}}
@@ -45,8 +46,10 @@ async def test_within_a_dozen_turns_the_demo_remembers_what_left_the_window(
     app = create_app(settings)
     async with serve(app) as client:
         session_id = None
+        replies = []
         for text in INTRODUCTION:
-            session_id = (await send(client, session_id, text))["session_id"]
+            replies.append(await send(client, session_id, text))
+            session_id = replies[-1]["session_id"]
         await app.state.services.runtimes.wait_idle()
         memory = (await client.get("/api/memory")).json()
         session = (await client.get(f"/api/chat/sessions/{session_id}")).json()
@@ -67,8 +70,11 @@ async def test_within_a_dozen_turns_the_demo_remembers_what_left_the_window(
     assert len(window["messages"]) <= DEMO_WINDOW
     assert len(everything["messages"]) == 2 * len(INTRODUCTION)
     assert any(m["is_archived"] for m in everything["messages"])
-    assert "demo provider" in recalled["reply"]
-    assert "From memory I recall" in recalled["reply"] and "Ada Lovelace" in recalled["reply"]
+    # Said once, on the session's first reply: the rest show memory at work.
+    notices = ["built-in demo provider" in reply["reply"] for reply in [*replies, recalled]]
+    assert notices == [True] + [False] * len(INTRODUCTION)
+    assert recalled["reply"].startswith("From memory I recall")
+    assert "Ada Lovelace" in recalled["reply"]
 
 
 async def test_health_says_demo_and_names_the_variable_the_config_names(
@@ -84,3 +90,20 @@ async def test_health_says_demo_and_names_the_variable_the_config_names(
     assert health["is_demo"] is True
     assert "MY_VENDOR_KEY" in health["notice"] and "OPENAI_API_KEY" not in health["notice"]
     assert "MY_VENDOR_KEY" in reply["reply"] and "hello demo" in reply["reply"]
+
+
+async def test_health_names_the_config_file_that_names_the_model(tmp_path: Path) -> None:
+    config = tmp_path / "deploy.yaml"
+    config.write_text(
+        f'database: {{url: "sqlite+aiosqlite:///{tmp_path}/t.db"}}\n'
+        "providers: {vendor: {kind: openai_compatible, api_key_env: MY_VENDOR_KEY}}\n"
+        "model: {provider: vendor, name: m}\n",
+        encoding="utf-8",
+    )
+    async with serve(create_app(load_settings(config))) as client:
+        health = (await client.get("/api/health")).json()
+        first = await send(client, None, "hello demo")
+
+    assert health["demo_config_file"] == str(config)
+    hint = f"set MY_VENDOR_KEY and restart (providers.vendor.api_key_env in {config} names it)"
+    assert hint in health["notice"] and hint in first["reply"]

@@ -462,14 +462,6 @@ def _untrusted_tls_context() -> ssl.SSLContext:
     return context
 
 
-def unused_port(host: str = "127.0.0.1") -> int:
-    """A port nothing listens on: a connection to it is refused."""
-    with socket.socket() as probe:
-        probe.bind((host, 0))
-        port: int = probe.getsockname()[1]
-    return port
-
-
 class SilentServer:
     """A TCP port that takes connections and never says a word: it listens but never accepts,
     so the kernel completes each client's handshake and queues it. An HTTP request sent there

@@ -212,10 +212,11 @@ def test_render_document_writes_header_then_one_line_per_entry() -> None:
     assert text == "# header\n2024-05-17|web|one\n2024-05-17|api|two lines\n"
 
 
-def test_default_tenant_header_is_the_top_level_memory_file() -> None:
-    top_level = (ROOT / "MEMORY.md").read_text(encoding="utf-8").splitlines()
+def test_the_shipped_example_starts_with_the_default_tenants_header() -> None:
+    example = (ROOT / "MEMORY.example.md").read_text(encoding="utf-8")
 
-    assert list(standard_header("default", "")) == top_level[: len(standard_header("default", ""))]
+    assert list(standard_header("default", "")) == example.splitlines()[:6]
+    assert parse_document(example).entries  # it shows what a line looks like
     assert "acme" in standard_header("acme", "")[0]
 
 

@@ -20,12 +20,13 @@ from filelock import FileLock
 
 from backend.errors import InvalidInput
 from backend.memory.base import MemoryWriteFailed
-from backend.memory.entries import NewEntry
+from backend.memory.entries import NewEntry, render_lines, standard_header
 from backend.memory.file_store import FileMemoryStore
 
 ROOT = Path(__file__).resolve().parents[2]
 DAY = dt.date(2024, 5, 17)
-TOP_LEVEL_MEMORY = (ROOT / "MEMORY.md").read_text(encoding="utf-8")
+# What a new default MEMORY.md holds (MEMORY.example.md shows it beside a few lines).
+NEW_MEMORY_FILE = render_lines(standard_header("default", ""))
 
 # Appends `count` entries one by one, after the parent says go, so both processes overlap.
 APPEND_SCRIPT = """
@@ -100,7 +101,7 @@ def leftover_temp_files(directory: Path) -> list[str]:
     return [name for name in os.listdir(directory) if name.endswith(".tmp")]
 
 
-async def test_default_tenant_uses_the_TOP_LEVEL_MEMORY_file_and_its_header(
+async def test_default_tenant_uses_the_NEW_MEMORY_FILE_file_and_its_header(
     store: FileMemoryStore, tmp_path: Path
 ) -> None:
     await store.append(tenant_id="default", scope_key="", entries=[fact("hello")])
@@ -108,7 +109,7 @@ async def test_default_tenant_uses_the_TOP_LEVEL_MEMORY_file_and_its_header(
     assert store.path_for(tenant_id="default", scope_key="") == (tmp_path / "MEMORY.md").resolve()
     assert (tmp_path / "MEMORY.md").read_text(
         encoding="utf-8"
-    ) == TOP_LEVEL_MEMORY + "2024-05-17|manual|hello\n"
+    ) == NEW_MEMORY_FILE + "2024-05-17|manual|hello\n"
     assert not (tmp_path / "data" / "memory").exists()
 
 
@@ -155,7 +156,7 @@ async def test_two_processes_appending_lose_nothing(tmp_path: Path) -> None:
         tenant_id="default", scope_key=""
     )
 
-    assert path.read_text(encoding="utf-8").startswith(TOP_LEVEL_MEMORY)
+    assert path.read_text(encoding="utf-8").startswith(NEW_MEMORY_FILE)
     assert document.invalid_lines == ()
     assert sorted(entry.content for entry in document.entries) == sorted(
         f"{tag} fact {i}" for tag in ("alpha", "beta") for i in range(200)
@@ -325,3 +326,23 @@ async def test_reads_never_see_a_half_written_file(store: FileMemoryStore, tmp_p
         reader.join()
 
     assert torn == []
+
+
+async def test_the_first_start_creates_the_default_memory_file_with_its_header(
+    tmp_path: Path,
+) -> None:
+    store = FileMemoryStore(tmp_path / "MEMORY.md", tmp_path / "data")
+
+    assert await store.create_default_file() is True
+    assert (tmp_path / "MEMORY.md").read_text(encoding="utf-8") == NEW_MEMORY_FILE
+    assert stat.S_IMODE((tmp_path / "MEMORY.md").stat().st_mode) == 0o600
+
+
+async def test_an_existing_memory_file_is_never_rewritten_at_start(tmp_path: Path) -> None:
+    (tmp_path / "MEMORY.md").write_text("# mine\n2024-05-17|manual|kept\n", encoding="utf-8")
+    store = FileMemoryStore(tmp_path / "MEMORY.md", tmp_path / "data")
+
+    assert await store.create_default_file() is False
+    assert (tmp_path / "MEMORY.md").read_text(
+        encoding="utf-8"
+    ) == "# mine\n2024-05-17|manual|kept\n"

@@ -20,7 +20,7 @@ from backend.storage.migrate import migrate
 
 DAY = dt.date(2024, 5, 17)
 SESSION = "0f8fad5b-d9cb-469f-a165-70867728950e"
-TOP_LEVEL_MEMORY = (Path(__file__).resolve().parents[2] / "MEMORY.md").read_text(encoding="utf-8")
+NEW_MEMORY_FILE = render_lines(standard_header("default", ""))  # a new default MEMORY.md
 LINE_BREAKS = ["\r", "\n", "\r\n", "\v", "\f", "\x1c", "\x1d", "\x1e", "\x85", "\u2028", "\u2029"]
 
 # The file store runs once; the database store once per database. Overriding `database_url`'s
@@ -339,7 +339,7 @@ async def test_default_tenant_reads_like_the_top_level_file(store: MemoryStore) 
 
     document = await store.read(tenant_id="default", scope_key="")
 
-    assert document.content == TOP_LEVEL_MEMORY + "2024-05-17|manual|hello\n"
+    assert document.content == NEW_MEMORY_FILE + "2024-05-17|manual|hello\n"
 
 
 async def test_same_operations_render_the_same_text_in_every_store(store: MemoryStore) -> None:

@@ -20,7 +20,7 @@ from backend.errors import (
 from backend.providers.anthropic import AnthropicProvider
 from backend.providers.base import ChatProvider
 from backend.providers.openai_compatible import OpenAICompatibleProvider
-from tests.fakes import FakeServer, HttpError, SilentServer, unused_port
+from tests.fakes import FakeServer, HttpError, SilentServer
 from tests.fakes.anthropic_server import FakeAnthropicServer
 from tests.fakes.openai_server import FakeOpenAIServer
 from tests.providers.conftest import provider_settings
@@ -90,9 +90,9 @@ async def failure_of(provider: ChatProvider, request: ChatRequest) -> ProviderEr
 
 
 async def test_refused_connection_names_the_url(
-    vendor: Vendor, make: Make, hello: ChatRequest
+    vendor: Vendor, make: Make, hello: ChatRequest, refused_port: int
 ) -> None:
-    url = vendor.url(unused_port())
+    url = vendor.url(refused_port)
 
     error = await failure_of(make(base_url=url), hello)
 
@@ -159,9 +159,9 @@ async def test_handshake_never_answered_is_a_connect_timeout(
 
 
 async def test_credentials_in_the_url_are_not_shown(
-    vendor: Vendor, make: Make, hello: ChatRequest
+    vendor: Vendor, make: Make, hello: ChatRequest, refused_port: int
 ) -> None:
-    port = unused_port()
+    port = refused_port
     url = f"http://user:s3cret@127.0.0.1:{port}{vendor.path}?token=t0ken"
 
     error = await failure_of(make(base_url=url), hello)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import socket
 from collections.abc import AsyncIterator
 from dataclasses import replace
 
@@ -329,13 +328,12 @@ async def test_slow_server_is_a_timeout(
         await collect(make_openai(timeout_s=0.2).stream(hello))
 
 
-async def test_refused_connection_is_unavailable(hello: ChatRequest, make_openai) -> None:
-    with socket.socket() as probe:  # a port nothing listens on
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-
+async def test_refused_connection_is_unavailable(
+    hello: ChatRequest, make_openai, refused_port: int
+) -> None:
     with pytest.raises(ProviderUnavailable):
-        await collect(make_openai(base_url=f"http://127.0.0.1:{port}/v1").stream(hello))
+        url = f"http://127.0.0.1:{refused_port}/v1"
+        await collect(make_openai(base_url=url).stream(hello))
 
 
 async def test_stream_cut_midway_is_bad_response_after_partial_text(

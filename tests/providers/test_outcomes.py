@@ -14,7 +14,6 @@ from backend.providers.outcomes import Outcome, ProviderOutcomes, RecordedProvid
 from backend.providers.registry import build_chat_provider
 from backend.providers.scripted import ScriptedProvider
 from backend.settings import ModelSettings, ProviderSettings
-from tests.fakes import unused_port
 
 AT = datetime(2026, 5, 1, 12, 0, tzinfo=UTC)
 
@@ -113,8 +112,10 @@ async def test_call_cancelled_before_any_answer_is_not_recorded(hello: ChatReque
     assert outcomes.latest("main") is None
 
 
-async def test_chains_record_every_link_under_its_name(hello: ChatRequest) -> None:
-    url = f"http://127.0.0.1:{unused_port()}/v1"
+async def test_chains_record_every_link_under_its_name(
+    hello: ChatRequest, refused_port: int
+) -> None:
+    url = f"http://127.0.0.1:{refused_port}/v1"
     providers = {
         "main": ProviderSettings(kind="openai_compatible", base_url=url, max_retries=0),
         "backup": ProviderSettings(kind="scripted", replies=["from backup"]),

@@ -4,13 +4,22 @@ SQLite, the command refuses before anything listens."""
 
 from __future__ import annotations
 
+import re
+import time
 from pathlib import Path
 
 import pytest
 import yaml
 
 from backend.cli.main import main
-from tests.crash import ServerFiles, TallyProcess, create_session, send_turn, write_config
+from tests.crash import (
+    START_TIMEOUT_S,
+    ServerFiles,
+    TallyProcess,
+    create_session,
+    send_turn,
+    write_config,
+)
 from tests.fakes.openai_server import FakeOpenAIServer
 
 
@@ -66,3 +75,45 @@ def test_workers_are_refused_on_sqlite_and_without_redis(
     assert (on_sqlite, no_redis) == (2, 2)  # refused before anything listens
     assert "--workers 2 needs PostgreSQL" in said_on_sqlite
     assert "--workers 3 needs coordination.redis_url" in capsys.readouterr().err
+
+
+# Loaded by every Python process started with it on PYTHONPATH; only uvicorn's spawned workers
+# (`--multiprocessing-fork`) wait: a worker whose start is slow, as on a busy machine.
+SLOW_WORKER_START = """
+import sys, time
+if "--multiprocessing-fork" in sys.argv:
+    time.sleep({seconds})
+"""
+UVICORN_DEFAULT_HEALTHCHECK_S = 5
+TEXT_LINE = re.compile(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3} (INFO|WARNING|ERROR) \S+: ")
+
+
+def test_a_worker_slow_to_start_is_waited_for_and_workers_log_as_one_process(
+    upstream: FakeOpenAIServer,
+    postgres: str,
+    redis_url: str,
+    redis_prefix: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    slow = tmp_path / "slow_start"
+    slow.mkdir()
+    seconds = UVICORN_DEFAULT_HEALTHCHECK_S + 3
+    (slow / "sitecustomize.py").write_text(SLOW_WORKER_START.format(seconds=seconds))
+    monkeypatch.setenv("PYTHONPATH", str(slow))
+    files = on_postgres(
+        write_config(tmp_path, upstream_url=upstream.base_url), postgres, redis_url, redis_prefix
+    )
+    with TallyProcess(files, serve_args=("--workers", "2")) as server, server.client() as client:
+        send_turn(client, create_session(client), "hello")
+        deadline = time.monotonic() + START_TIMEOUT_S
+        # Said once both workers started (health answers once the first one has).
+        while "serving on" not in (log := files.log.read_text(encoding="utf-8")):
+            assert time.monotonic() < deadline, log
+            time.sleep(0.05)
+    lines = [line for line in log.splitlines() if line and not line.startswith("====")]
+    assert "died" not in log and "Traceback" not in log
+    assert all(TEXT_LINE.match(line) for line in lines), log  # timestamps and levels
+    assert sum("Application startup complete" in line for line in lines) == 2
+    assert re.search(r"INFO tally: serving on http://127\.0\.0\.1:\d+ with 2 workers", log)
+    assert any("turn completed" in line and "outcome=completed" in line for line in lines)

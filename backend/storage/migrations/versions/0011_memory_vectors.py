@@ -2,7 +2,7 @@
 once per embedding model (a message's vector goes with the message).
 
 Revision ID: 0011
-Revises: 0009
+Revises: 0010
 Create Date: 2026-12-04 23:00:00
 """
 
@@ -12,7 +12,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision = "0011"
-down_revision = "0009"
+down_revision = "0010"
 branch_labels = None
 depends_on = None
 
