@@ -2,7 +2,8 @@
 
 pending -> summarized (summary and memory line saved) -> memory_written -> done. A crash at
 any point resumes from the saved status; the final step moves the window and the memory
-watermark in one transaction, and only forward.
+watermark in one transaction, and only forward. The summarizer's words (summary, memory line,
+its error) are made storable (`domain/text.py`), written and read alike on every backend.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from typing import Any, Literal
 from sqlalchemy import Row, case, delete, func, select, update
 from sqlalchemy.exc import IntegrityError
 
+from backend.domain.text import storable_text
 from backend.storage.database import Database
 from backend.storage.tables import messages, overflow_jobs, sessions
 from backend.storage.timestamps import aware, aware_or_none
@@ -45,6 +47,10 @@ class OverflowJob:
     origin: str | None = None  # where its turns were said; None for jobs from before 0007
 
 
+def _storable_or_none(text: str | None) -> str | None:
+    return None if text is None else storable_text(text)
+
+
 def _job(row: Row[Any]) -> OverflowJob:
     return OverflowJob(
         id=row.id,
@@ -57,9 +63,9 @@ def _job(row: Row[Any]) -> OverflowJob:
         next_start_id=row.next_start_id,
         memory_from_id=row.memory_from_id,
         status=row.status,
-        previous_summary=row.previous_summary or "",
-        summary=row.summary,
-        memory_line=row.memory_line,
+        previous_summary=storable_text(row.previous_summary or ""),
+        summary=_storable_or_none(row.summary),
+        memory_line=_storable_or_none(row.memory_line),
         memory_entry_id=row.memory_entry_id,
         attempts=row.attempts,
         next_attempt_at=aware_or_none(row.next_attempt_at),
@@ -256,8 +262,8 @@ class OverflowJobRepository:
                 )
                 .values(
                     status="summarized",
-                    summary=summary,
-                    memory_line=memory_line,
+                    summary=storable_text(summary),
+                    memory_line=_storable_or_none(memory_line),
                     memory_supersedes=",".join(supersedes) or None,
                     updated_at=datetime.now(UTC),
                 )
@@ -270,7 +276,7 @@ class OverflowJobRepository:
             job.tenant_id,
             job.id,
             attempts=job.attempts + 1,
-            last_error=error[:2000],
+            last_error=storable_text(error[:2000]),
             next_attempt_at=retry_at,
             leased_until=None,
         )
@@ -281,7 +287,7 @@ class OverflowJobRepository:
         )
 
     async def abandon(self, job: OverflowJob, *, reason: str) -> None:
-        await self._set(job.tenant_id, job.id, status="abandoned", last_error=reason)
+        await self._set(job.tenant_id, job.id, status="abandoned", last_error=storable_text(reason))
 
     async def complete(self, job: OverflowJob, *, delete_evicted: bool) -> None:
         """Close the job and move the window and the watermark forward (never back), in one
