@@ -312,7 +312,9 @@ async def test_a_fact_of_odd_text_the_model_remembers_is_kept(
     sections["memory"] = {**sections["memory"], "path": str(tmp_path / "MEMORY.md")}
     fact = f"the fact is {VALUES[kind]}"
     vendor.push(ToolCalls([Call("memory_write", {"fact": fact}, id="call_1")]), "noted")
-    app = create_app(settings_for(database_url, tmp_path, vendor, **sections), extra_tools=[OddTool()])
+    app = create_app(
+        settings_for(database_url, tmp_path, vendor, **sections), extra_tools=[OddTool()]
+    )
     body = {"message": "remember", "user": "ada"} if store == "proposed" else {"message": "x"}
     async with serve(app) as client:
         answered = await turn(client, body, stream=True)
