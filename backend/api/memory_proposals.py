@@ -12,6 +12,7 @@ from pydantic import BaseModel, Field
 
 from backend.api.auth import TenantDep
 from backend.api.deps import ServicesDep
+from backend.api.schemas import Decision
 from backend.api.text_fields import EndUser
 from backend.memory.entries import origin_of_kind, split_supersedes, writer_of
 from backend.storage.pending_memory import Proposal
@@ -35,7 +36,7 @@ class ProposalList(BaseModel):
     proposals: list[ProposalPublic]
 
 
-class ProposalDecision(BaseModel):
+class ProposalDecision(Decision):
     approved: bool
     user: EndUser | None = Field(
         None, description="the person answering: then only a proposal to them (else 404)"
