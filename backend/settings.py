@@ -23,6 +23,7 @@ from pydantic import (
 
 from backend.channel_settings import ChannelSettings, bot_name_problems
 from backend.coordination_settings import CoordinationSettings
+from backend.domain.hosts import host_name
 from backend.errors import ConfigError
 from backend.pricing import PricingSettings
 from backend.provider_settings import ModelRef as ModelRef
@@ -35,6 +36,10 @@ from backend.storage.database import Pools
 from backend.tool_settings import ToolSettings as ToolSettings
 
 DEFAULT_CONFIG = Path("config.yaml")
+
+
+def _is_host_name(name: str) -> bool:
+    return host_name(name[2:] if name.startswith("*.") else name) is not None
 
 
 class ServerSettings(Strict):
@@ -55,7 +60,7 @@ class ServerSettings(Strict):
     @field_validator("allowed_hosts")
     @classmethod
     def _host_names(cls, hosts: list[str] | None) -> list[str] | None:
-        if hosts is not None and any(not h or set(h) & set("/ @,") for h in hosts):
+        if hosts is not None and any(h != "*" and not _is_host_name(h) for h in hosts):
             raise ValueError('host names only (example.com, *.example.com, [::1]) or "*"')
         return hosts
 
