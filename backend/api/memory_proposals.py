@@ -73,7 +73,12 @@ async def list_proposals(
 async def decide_proposal(
     proposal_id: str, body: ProposalDecision, services: ServicesDep, tenant_id: TenantDep
 ) -> ProposalPublic:
-    """Approve (the line is written now) or discard; 409 once answered, 410 once expired."""
+    """Approve (the line is written now) or discard; 409 once answered, 410 once expired.
+
+    Who may decide is the tenant's app's call: any of the tenant's keys decides any of its
+    proposals. An app that speaks for its users passes the one answering as `user`; then only
+    a proposal to that person is decided (another's is 404, as one that does not exist).
+    Only JSON `true` approves."""
     decided = await services.proposals.decide(
         tenant_id=tenant_id, proposal_id=proposal_id, approve=body.approved, user_key=body.user
     )
