@@ -3,10 +3,13 @@ by (tenant, bot, platform id), and marked when answered, so a crash loses none a
 none twice. The process answering an update holds a lease on it, renewed while it works: with
 several processes, an unanswered update whose lease ran out is a dead process's, and exactly
 one other process claims it. An update the bot cannot read is recorded as `refused`, with why,
-so the platform can be told we have it (and stop retrying) and an operator can see it."""
+so the platform can be told we have it (and stop retrying) and an operator can see it. A
+platform's proof that covers no body (DingTalk's callback signature) is kept too, with the
+update it came with (status `proof`), so it cannot carry another."""
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Collection
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -87,6 +90,42 @@ class ChannelUpdateRepository:
         except IntegrityError:
             return False
         return True
+
+    async def claim_proof(self, *, tenant_id: str, bot: str, proof: str, platform_id: str) -> str:
+        """Keep the first update that came with `proof` (a signature the platform computes
+        without the body, so a captured one could carry another): the platform id it came
+        with, which is `platform_id` unless another came first. One row per proof, claimed in
+        one statement, so two processes offered it at the same moment agree on one."""
+        name = "proof:" + hashlib.sha256(proof.encode()).hexdigest()[:40]
+        now = datetime.now(UTC)
+        try:
+            async with self._db.write() as conn:
+                await conn.execute(
+                    channel_updates.insert().values(
+                        tenant_id=tenant_id,
+                        bot=bot,
+                        platform_id=name,
+                        payload={"platform_id": platform_id},
+                        status="proof",
+                        chunks_sent=0,
+                        received_at=now,
+                        finished_at=now,
+                    )
+                )
+        except IntegrityError:
+            async with self._db.read() as conn:
+                row = (
+                    await conn.execute(
+                        select(channel_updates.c.payload).where(
+                            channel_updates.c.tenant_id == tenant_id,
+                            channel_updates.c.bot == bot,
+                            channel_updates.c.platform_id == name,
+                        )
+                    )
+                ).one()
+            first = row.payload.get("platform_id") if isinstance(row.payload, dict) else None
+            return str(first)
+        return platform_id
 
     async def claim_unanswered(
         self, *, tenant_id: str, bot: str, lease_s: float

@@ -160,12 +160,14 @@ class DingTalkChannel:
         except RefusedUpdate as exc:
             await self._refuse(payload, call.body, exc.reason)
             return refused(exc.reason)
-        if self._signatures.is_replay(signature, message.message_id):
+        first = await self._services.updates.claim_proof(
+            tenant_id=self.tenant_id, bot=self.name, proof=signature, platform_id=message.message_id
+        )
+        if first != message.message_id:  # a redelivery of the same message passes
             return WebhookAnswer(
                 401, error_body("unauthorized", "this sign came with another msgId")
             )
         await self._inbox.keep(message.message_id, payload)
-        self._signatures.accepted(timestamp, signature, message.message_id)
         return WebhookAnswer(200, {})
 
     async def _refuse(self, payload: dict[str, Any], body: bytes, reason: str) -> None:
