@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import sys
 from collections.abc import Iterator
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -66,6 +67,11 @@ class OddTool:
 
     async def run(self, arguments: dict[str, object], context: ToolContext) -> str:
         return VALUES[str(arguments["kind"])]
+
+
+def app_for(database_url: str, tmp_path: Path, vendor: FakeOpenAIServer, **sections: Any) -> Any:
+    settings = settings_for(database_url, tmp_path, vendor, **sections)
+    return create_app(settings, extra_tools=[OddTool()])
 
 
 def settings_for(
@@ -139,7 +145,7 @@ async def test_a_reply_of_odd_text_is_stored_the_same_on_every_backend(
 ) -> None:
     said = f"reply {VALUES[kind]}"
     vendor.push(Text(said))
-    app = create_app(settings_for(database_url, tmp_path, vendor), extra_tools=[OddTool()])
+    app = app_for(database_url, tmp_path, vendor)
     async with serve(app) as client:
         answered = await turn(client, {"message": "say it"}, stream=stream)
         session_id = answered["end"]["session_id"]
@@ -160,7 +166,7 @@ async def test_reasoning_of_odd_text_is_stored_with_its_reply(
     database_url: str, tmp_path: Path, vendor: FakeOpenAIServer, kind: str
 ) -> None:
     vendor.push(Text("the answer", thinking=f"thinking {VALUES[kind]}"))
-    app = create_app(settings_for(database_url, tmp_path, vendor), extra_tools=[OddTool()])
+    app = app_for(database_url, tmp_path, vendor)
     async with serve(app) as client:
         answered = await turn(client, {"message": "think"}, stream=True)
         shown = await read_everything(client, answered["end"]["session_id"])
@@ -180,7 +186,7 @@ async def test_tool_arguments_of_odd_text_are_stored_and_shown(
 ) -> None:
     arguments = {"timezone": VALUES[kind], f"key {VALUES[kind][:20]}": [VALUES[kind]]}
     vendor.push(ToolCalls([Call("now", arguments, id="call_1")]), "done")
-    app = create_app(settings_for(database_url, tmp_path, vendor), extra_tools=[OddTool()])
+    app = app_for(database_url, tmp_path, vendor)
     async with serve(app) as client:
         answered = await turn(client, {"message": "what time"}, stream=stream)
         session_id = answered["end"]["session_id"]
@@ -217,7 +223,7 @@ async def test_arguments_nested_too_deep_or_unreadable_are_stored_or_refused_to_
     database_url: str, tmp_path: Path, vendor: FakeOpenAIServer, case: str
 ) -> None:
     vendor.push(ToolCalls([Call("now", ARGUMENTS[case], id="call_1")]), "done")
-    app = create_app(settings_for(database_url, tmp_path, vendor), extra_tools=[OddTool()])
+    app = app_for(database_url, tmp_path, vendor)
     async with serve(app) as client:
         answered = await turn(client, {"message": "odd"}, stream=True)
         shown = await read_everything(client, answered["end"]["session_id"])
@@ -239,7 +245,7 @@ async def test_a_tool_call_id_and_name_longer_than_their_columns_are_stored_cut(
 ) -> None:
     name, call_id = "n" * 1_000 + "\x00", "c" * 1_000
     vendor.push(ToolCalls([Call(name, {}, id=call_id)]), "done")
-    app = create_app(settings_for(database_url, tmp_path, vendor), extra_tools=[OddTool()])
+    app = app_for(database_url, tmp_path, vendor)
     async with serve(app) as client:
         answered = await turn(client, {"message": "odd"}, stream=False)
         shown = await read_everything(client, answered["end"]["session_id"])
@@ -256,7 +262,7 @@ async def test_a_tools_result_of_odd_text_is_stored_and_given_to_the_model(
     database_url: str, tmp_path: Path, vendor: FakeOpenAIServer, kind: str
 ) -> None:
     vendor.push(ToolCalls([Call("odd_result", {"kind": kind}, id="call_1")]), "read it")
-    app = create_app(settings_for(database_url, tmp_path, vendor), extra_tools=[OddTool()])
+    app = app_for(database_url, tmp_path, vendor)
     async with serve(app) as client:
         answered = await turn(client, {"message": "odd"}, stream=True)
         shown = await read_everything(client, answered["end"]["session_id"])
@@ -312,9 +318,7 @@ async def test_a_fact_of_odd_text_the_model_remembers_is_kept(
     sections["memory"] = {**sections["memory"], "path": str(tmp_path / "MEMORY.md")}
     fact = f"the fact is {VALUES[kind]}"
     vendor.push(ToolCalls([Call("memory_write", {"fact": fact}, id="call_1")]), "noted")
-    app = create_app(
-        settings_for(database_url, tmp_path, vendor, **sections), extra_tools=[OddTool()]
-    )
+    app = app_for(database_url, tmp_path, vendor, **sections)
     body = {"message": "remember", "user": "ada"} if store == "proposed" else {"message": "x"}
     async with serve(app) as client:
         answered = await turn(client, body, stream=True)
@@ -339,7 +343,7 @@ async def test_rows_stored_before_the_normalisation_never_fail_a_read(
     backends (a text column never held a lone surrogate), and SQLite's text columns held NULs:
     the reads and the next turn still work."""
     vendor.push("first")
-    app = create_app(settings_for(database_url, tmp_path, vendor), extra_tools=[OddTool()])
+    app = app_for(database_url, tmp_path, vendor)
     is_sqlite = database_url.startswith("sqlite")
     raw_text = "old\x00text" if is_sqlite else "old text"  # PostgreSQL never stored a NUL
     async with serve(app) as client:
@@ -358,7 +362,7 @@ async def test_rows_stored_before_the_normalisation_never_fail_a_read(
                     is_error=False,
                     duration_ms=1,
                     user_message=raw_text,
-                    timestamp=first_timestamp(),
+                    timestamp=datetime.now(UTC),
                 )
             )
             await conn.execute(
@@ -379,29 +383,3 @@ async def test_rows_stored_before_the_normalisation_never_fail_a_read(
     reply = shown["messages"]["messages"][1]
     assert reply["content"] == storable_text(raw_text) == reply["thinking"]
     assert shown["session"]["summary"] == storable_text(raw_text)
-
-
-def first_timestamp() -> Any:
-    from datetime import UTC, datetime
-
-    return datetime.now(UTC)
-
-
-async def test_the_turn_journal_in_redis_keeps_a_turn_with_odd_text_to_its_end(
-    postgres: str, redis_url: str, redis_prefix: str, tmp_path: Path, vendor: FakeOpenAIServer
-) -> None:
-    arguments = {"timezone": VALUES["lone_surrogate"], "x": VALUES["nul"]}
-    vendor.push(ToolCalls([Call("now", arguments, id="call_1")]), "done \ud800")
-    coordination = {"redis_url": redis_url, "key_prefix": redis_prefix}
-    settings = settings_for(postgres, tmp_path, vendor, coordination=coordination)
-    app = create_app(settings, extra_tools=[OddTool()])
-    async with serve(app) as client:
-        answered = await turn(client, {"message": "odd"}, stream=True)
-        journal = app.state.services.coordinator.journal
-        turn_id = answered["events"][0][1]["turn_id"]
-        entries = await journal.read("default", turn_id, after=0, wait_s=0)
-
-    assert entries is not None
-    probe(bool(entries) and entries[-1].is_final)
-    assert [e.seq for e in entries] == list(range(1, len(answered["events"]) + 1))
-    assert entries[-1].is_final and "event: turn.completed" in entries[-1].chunk

@@ -6,8 +6,7 @@ Each bot answers through its own credentials (token; client id, secret and robot
 its own tenant's session and memory; a webhook call signed with one tenant's secret is refused at
 the other's path; and an unknown tenant, an unknown bot and a bot that takes no webhooks
 (polling, Stream mode) all answer the webhook route alike, so the route tells an outsider
-nothing about which tenants or bots exist. A bad body is recorded as refused under the bot it
-was delivered to with that bot's own proof, and nowhere with another tenant's.
+nothing about which tenants or bots exist. (Bad bodies: test_channel_body_isolation.py.)
 
 The route itself has one entry in test_isolation.py's ID_PROBES (one per method and path, for
 every kind of bot); its tenants there run no bots, so every probe of it is a miss. What a bot
@@ -366,85 +365,3 @@ async def test_two_tenants_callback_robots_never_share_a_secret_a_session_or_an_
     assert kept_after_refusals == 0 and stored_after_refusals == [[], []]
     check_answered_apart(dingtalk, provider, sessions, "{}-only", "{}-summary")
     assert {tenant: found for tenant, (found, _) in sessions.items()} == before
-
-
-# ---- bodies: bad or crossed, each recorded where it was delivered, or nowhere ----------------
-
-
-async def updates_by_tenant(app: FastAPI) -> dict[str, list[tuple[str, str]]]:
-    async with app.state.services.database.read() as conn:
-        rows = await conn.execute(
-            select(channel_updates.c.tenant_id, channel_updates.c.bot, channel_updates.c.status)
-        )
-        found: dict[str, list[tuple[str, str]]] = {}
-        for row in rows:
-            found.setdefault(row.tenant_id, []).append((row.bot, row.status))
-        return {tenant: sorted(rows) for tenant, rows in found.items()}
-
-
-BAD_TELEGRAM_BODIES = [
-    b'{"update_id": 1e400}',
-    b"[" * 5_000 + b"]" * 5_000,
-    b'{"update_id": 7, "message": "no message"}',
-]
-
-
-async def test_bad_bodies_to_one_tenants_bot_are_refused_there_and_nowhere_else(
-    telegram: FakeTelegramServer, dingtalk: FakeDingTalkServer, tmp_path: Path, database_url: str
-) -> None:
-    """A bad body with one tenant's proof is recorded as refused under that tenant's bot only;
-    the same body with the other tenant's proof at its path is 401 and recorded nowhere; the
-    other tenant's own copy is its own record (no tenant's refusal dedupes another's)."""
-    settings = make_settings(
-        database_url,
-        tmp_path,
-        auth={"mode": "keys"},
-        tenants={
-            tenant: {
-                "channels": {
-                    "tg": webhook_bot(telegram, tenant),
-                    "dt": dingtalk_robot(dingtalk, tenant, "callback"),
-                }
-            }
-            for tenant in TENANTS
-        },
-    )
-    app = create_app(settings, provider=ScriptedProvider(replies=["(unscripted)"]))
-    app_secret = {tenant: app_secret for tenant, (_, app_secret, _) in DINGTALK_APPS.items()}
-    bad_dingtalk = json.dumps(same_message(dingtalk)["acme"] | {"createAt": "soon"}).encode()
-    async with serve(app) as client:
-        tg = "X-Telegram-Bot-Api-Secret-Token"
-        crossed = [
-            await client.post("/channels/acme/tg", content=body, headers={tg: SECRETS["globex"]})
-            for body in BAD_TELEGRAM_BODIES
-        ] + [
-            await client.post(
-                "/channels/acme/dt",
-                content=bad_dingtalk,
-                headers=signed(secret=app_secret["globex"]),
-            )
-        ]
-        after_crossed = await updates_by_tenant(app)
-        own = [
-            await client.post("/channels/acme/tg", content=body, headers={tg: SECRETS["acme"]})
-            for body in BAD_TELEGRAM_BODIES
-        ] + [
-            await client.post(
-                "/channels/acme/dt", content=bad_dingtalk, headers=signed(secret=app_secret["acme"])
-            )
-        ]
-        after_own = await updates_by_tenant(app)
-        theirs = [
-            await client.post("/channels/globex/tg", content=body, headers={tg: SECRETS["globex"]})
-            for body in BAD_TELEGRAM_BODIES
-        ]
-        after_theirs = await updates_by_tenant(app)
-        sessions = [await _sessions(app, tenant) for tenant in TENANTS]
-
-    assert [r.status_code for r in crossed] == [401] * 4 and after_crossed == {}
-    assert [r.status_code for r in own] == [200] * 4 and all("refused" in r.json() for r in own)
-    assert after_own == {"acme": [("dt", "refused")] + [("tg", "refused")] * 3}
-    assert [r.status_code for r in theirs] == [200] * 3
-    assert after_theirs["globex"] == [("tg", "refused")] * 3
-    assert after_theirs["acme"] == after_own["acme"]
-    assert sessions == [[], []]
