@@ -32,6 +32,7 @@ from backend.api import (
     usage,
 )
 from backend.api.errors import install_error_handlers
+from backend.api.json_response import StorableJSONResponse
 from backend.api.limits import BodySizeLimit
 from backend.api.request_head import ANY_HOST, LOOPBACK_HOSTS, HostPolicy, RequestHeadCheck
 from backend.api.turn_relay import TurnRelays
@@ -170,6 +171,7 @@ def create_app(
         openapi_url="/openapi.json" if is_public else None,
         docs_url="/docs" if is_public else None,
         redoc_url="/redoc" if is_public else None,
+        default_response_class=StorableJSONResponse,
     )
     app.state.settings = settings
     install_error_handlers(app)

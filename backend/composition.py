@@ -113,7 +113,9 @@ async def build_services(
             coordinator=coordinator,
             runtimes=runtimes,
             memory_health=factory.memory_health,
-            linking=Linking(factory.store, runtimes, clock=clock),
+            linking=Linking(
+                factory.store, runtimes, attempts=coordinator.rate_storage, clock=clock
+            ),
             proposals=factory.proposals,
             audit=AuditLog(database),
             operations=AdminOperationRepository(database),

@@ -8,8 +8,13 @@ from typing import Literal
 
 from pydantic import Field, field_validator
 
+from backend.domain.hosts import host_name
 from backend.settings_base import Strict
 from backend.storage.database import Pools
+
+
+def _is_host_name(name: str) -> bool:
+    return host_name(name[2:] if name.startswith("*.") else name) is not None
 
 
 class ServerSettings(Strict):
@@ -30,7 +35,7 @@ class ServerSettings(Strict):
     @field_validator("allowed_hosts")
     @classmethod
     def _host_names(cls, hosts: list[str] | None) -> list[str] | None:
-        if hosts is not None and any(not h or set(h) & set("/ @,") for h in hosts):
+        if hosts is not None and any(h != "*" and not _is_host_name(h) for h in hosts):
             raise ValueError('host names only (example.com, *.example.com, [::1]) or "*"')
         return hosts
 

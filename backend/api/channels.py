@@ -5,9 +5,9 @@ header), checked by the bot; a bot that does not exist is 404, like any unknown 
 from __future__ import annotations
 
 from fastapi import APIRouter, Request
-from fastapi.responses import JSONResponse
 
 from backend.api.deps import ChannelsDep
+from backend.api.json_response import StorableJSONResponse
 from backend.channels.base import NO_SUCH_BOT, WebhookCall
 
 router = APIRouter(tags=["channels"])
@@ -16,7 +16,7 @@ router = APIRouter(tags=["channels"])
 @router.post("/channels/{tenant_id}/{bot_name}")
 async def deliver(
     tenant_id: str, bot_name: str, request: Request, channels: ChannelsDep
-) -> JSONResponse:
+) -> StorableJSONResponse:
     channel = channels.get(tenant_id, bot_name)
     if channel is None:
         answer = NO_SUCH_BOT
@@ -26,4 +26,4 @@ async def deliver(
             body=await request.body(),
         )
         answer = await channel.handle_webhook(call)
-    return JSONResponse(answer.body, status_code=answer.status)
+    return StorableJSONResponse(answer.body, status_code=answer.status)

@@ -178,7 +178,13 @@ async def decide(
     turn_id: str, body: ApprovalRequest, services: ServicesDep, tenant_id: ChatTenantDep
 ) -> ApprovalResponse:
     """Approve or deny a tool call the turn's `tool.approval` event asked about, on any
-    process. A denied call never runs; the model is told either way."""
+    process. A denied call never runs; the model is told either way. Only JSON `true`
+    approves.
+
+    Who may decide is the tenant's app's call: any of the tenant's keys decides any of its
+    waiting calls, given the turn and call ids (which only the turn's stream carries). An app
+    that serves several people shows each call only to the person whose turn it is, and
+    answers for them; it never forwards another's ids."""
     applied = await services.chat.decide(
         tenant_id=tenant_id, turn_id=turn_id, tool_call_id=body.tool_call_id, approved=body.approved
     )

@@ -1,4 +1,10 @@
-"""Errors become HTTP responses here, and only here: `{"error": {"code", "message"}}`."""
+"""Errors become HTTP responses here, and only here: `{"error": {"code", "message"}}`.
+
+A storage fault (the database down, full, read-only, out of connections) is an expected state,
+not a bug: it is answered 503 `storage_unavailable` by a handler of its own exception classes,
+logged as one line, and the connection is kept. Starlette re-raises whatever reaches the
+catch-all handler (so the server logs a traceback and drops the connection); only bugs go there.
+"""
 
 from __future__ import annotations
 
@@ -10,8 +16,10 @@ from typing import Any
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from sqlalchemy.exc import SQLAlchemyError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from backend.api.json_response import StorableJSONResponse
 from backend.api.text_fields import INVALID_TEXT
 from backend.errors import TallyError
 from backend.storage.faults import as_storage_fault
@@ -20,6 +28,9 @@ log = logging.getLogger(__name__)
 
 # Pydantic refuses a lone surrogate itself (`string_unicode`); our fields refuse a NUL.
 TEXT_ERRORS = {INVALID_TEXT, "string_unicode"}
+# What the database layer raises (SQLAlchemy wraps every driver's errors; a socket's are OSError):
+# handled where the response is sent and the connection kept, never by the catch-all.
+STORAGE_ERRORS = (SQLAlchemyError, OSError)
 HTTP_CODES = {
     400: "invalid_request",
     401: "unauthorized",
@@ -33,7 +44,7 @@ HTTP_CODES = {
 def error_response(
     status: int, code: str, message: str, headers: dict[str, str] | None = None
 ) -> JSONResponse:
-    return JSONResponse(
+    return StorableJSONResponse(
         {"error": {"code": code, "message": message}}, status_code=status, headers=headers
     )
 
@@ -48,6 +59,8 @@ def install_error_handlers(app: FastAPI) -> None:
     app.add_exception_handler(TallyError, _tally_error)
     app.add_exception_handler(RequestValidationError, _validation_error)
     app.add_exception_handler(StarletteHTTPException, _http_error)
+    for storage_error in STORAGE_ERRORS:
+        app.add_exception_handler(storage_error, _storage_error)
     app.add_exception_handler(Exception, _unexpected)
 
 
@@ -94,10 +107,24 @@ async def _http_error(_request: Request, exc: Exception) -> JSONResponse:
     return error_response(exc.status_code, code, str(exc.detail), dict(exc.headers or {}))
 
 
-async def _unexpected(request: Request, exc: Exception) -> JSONResponse:
+async def _storage_error(request: Request, exc: Exception) -> JSONResponse:
+    """A storage fault is one warning line and a 503; another database error is a bug, logged
+    with its traceback, and still answered on a connection that stays open."""
     fault = as_storage_fault(exc)
     if fault is not None:
         log.warning("storage fault on %s %s: %s", request.method, request.url.path, fault.message)
         return await _tally_error(request, fault)
+    return _internal_error(request, exc)
+
+
+async def _unexpected(request: Request, exc: Exception) -> JSONResponse:
+    fault = as_storage_fault(exc)  # a fault wrapped in another error, if ever one comes here
+    if fault is not None:
+        log.warning("storage fault on %s %s: %s", request.method, request.url.path, fault.message)
+        return await _tally_error(request, fault)
+    return _internal_error(request, exc)
+
+
+def _internal_error(request: Request, exc: Exception) -> JSONResponse:
     log.error("unhandled error on %s %s", request.method, request.url.path, exc_info=exc)
     return error_response(500, "internal_error", "the server failed unexpectedly")

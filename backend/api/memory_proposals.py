@@ -12,6 +12,7 @@ from pydantic import BaseModel, Field
 
 from backend.api.auth import TenantDep
 from backend.api.deps import ServicesDep
+from backend.api.schemas import Decision
 from backend.api.text_fields import EndUser
 from backend.memory.entries import origin_of_kind, split_supersedes, writer_of
 from backend.storage.pending_memory import Proposal
@@ -35,7 +36,7 @@ class ProposalList(BaseModel):
     proposals: list[ProposalPublic]
 
 
-class ProposalDecision(BaseModel):
+class ProposalDecision(Decision):
     approved: bool
     user: EndUser | None = Field(
         None, description="the person answering: then only a proposal to them (else 404)"
@@ -72,7 +73,12 @@ async def list_proposals(
 async def decide_proposal(
     proposal_id: str, body: ProposalDecision, services: ServicesDep, tenant_id: TenantDep
 ) -> ProposalPublic:
-    """Approve (the line is written now) or discard; 409 once answered, 410 once expired."""
+    """Approve (the line is written now) or discard; 409 once answered, 410 once expired.
+
+    Who may decide is the tenant's app's call: any of the tenant's keys decides any of its
+    proposals. An app that speaks for its users passes the one answering as `user`; then only
+    a proposal to that person is decided (another's is 404, as one that does not exist).
+    Only JSON `true` approves."""
     decided = await services.proposals.decide(
         tenant_id=tenant_id, proposal_id=proposal_id, approve=body.approved, user_key=body.user
     )

@@ -24,7 +24,6 @@ Any OpenAI client (the official SDKs, tools that take a `base_url`) talks to Tal
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import AsyncGenerator
 from dataclasses import dataclass
@@ -37,6 +36,7 @@ from pydantic import TypeAdapter, ValidationError
 from backend.api.auth import ChatTenantDep, TenantDep
 from backend.api.chat import IdempotencyKey
 from backend.api.deps import ServicesDep
+from backend.api.json_response import json_bytes
 from backend.api.openai_errors import OpenAIErrorRoute, error_type
 from backend.api.revocation import KeyWatchDep, events_until_revoked, result_unless_revoked
 from backend.api.schemas import (
@@ -325,7 +325,7 @@ DONE = b"data: [DONE]\n\n"
 
 def _error_chunk(end: TurnFailed) -> bytes:
     error = {"code": end.code, "message": end.message, "type": error_type(end.status)}
-    return f"data: {json.dumps({'error': error}, ensure_ascii=False)}\n\n".encode()
+    return b"data: " + json_bytes({"error": error}) + b"\n\n"
 
 
 async def _sse(

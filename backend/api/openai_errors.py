@@ -12,6 +12,8 @@ from fastapi import Request, Response
 from fastapi.responses import JSONResponse
 from fastapi.routing import APIRoute
 
+from backend.api.json_response import StorableJSONResponse
+
 # OpenAI's error `type` by HTTP status; other 4xx are invalid requests, 5xx server errors.
 ERROR_TYPES = {401: "authentication_error", 403: "permission_error", 429: "rate_limit_error"}
 
@@ -59,4 +61,4 @@ def _with_error_type(response: Response) -> Response:
     kept = {
         k: v for k, v in response.headers.items() if k not in ("content-length", "content-type")
     }
-    return JSONResponse(body, status_code=response.status_code, headers=kept)
+    return StorableJSONResponse(body, status_code=response.status_code, headers=kept)

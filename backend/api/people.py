@@ -12,7 +12,7 @@ from fastapi import APIRouter, Query, Response
 from pydantic import BaseModel, Field
 
 from backend.api.admin import own_tenant
-from backend.api.auth import AdminDep, TenantDep
+from backend.api.auth import AdminDep, PrincipalDep, TenantDep
 from backend.api.deps import ServicesDep
 from backend.api.text_fields import EndUser
 from backend.storage.identities import NotLinked, Person
@@ -65,9 +65,14 @@ async def create_link_code(
 
 @router.post("/api/people/links")
 async def redeem_link_code(
-    body: LinkRedeem, services: ServicesDep, tenant_id: TenantDep
+    body: LinkRedeem, services: ServicesDep, tenant_id: TenantDep, principal: PrincipalDep
 ) -> PersonPublic:
-    linked = await services.linking.link(tenant_id=tenant_id, user_key=body.user, code=body.code)
+    """Codes are tried at most 10 in 10 minutes per API key (good ones count too): then 429
+    `too_many_attempts`, with Retry-After."""
+    key = f"key:{principal.key_id or 'local'}"  # auth.mode none: the one local caller
+    linked = await services.linking.link(
+        tenant_id=tenant_id, user_key=body.user, code=body.code, tried_by=[key]
+    )
     return person_public(linked)
 
 

@@ -5,7 +5,8 @@
   block that arrives in pieces: `uvicorn_options` in `app.py`.)
 - **Host**: with `auth.mode: none` nothing but the Host header tells a local caller from a web
   page that rebound its own name to 127.0.0.1 (DNS rebinding), so only the allowed names pass,
-  by default the loopback ones; any other Host, or none, is a 421.
+  by default the loopback ones; any other Host, or none, is a 421. The header is parsed whole
+  (`domain/hosts.py`): one that is not `host[:port]` is a 421 whatever is allowed.
 
 Pure ASGI, like `limits.py`: a response body (SSE too) passes through untouched.
 """
@@ -17,43 +18,41 @@ from collections.abc import Iterable
 
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from backend.domain.hosts import host_name
+
 # `*.localhost` is loopback by RFC 6761 and browsers resolve it so without asking DNS, so no
 # attacker's page can be served under such a name.
 LOOPBACK_HOSTS = ("localhost", "*.localhost", "127.0.0.1", "[::1]")
 ANY_HOST = "*"
 
 
-def host_name(host_header: str) -> str:
-    """The name of a Host header value, without port, trailing dot or case: `[::1]:8000` is
-    `[::1]`, `LocalHost.:80` is `localhost`."""
-    host = host_header.strip().lower()
-    if host.startswith("["):
-        name, bracket, _ = host.partition("]")
-        return name + bracket
-    name, colon, port = host.rpartition(":")
-    if colon and (port.isdigit() or not port):
-        host = name
-    return host.rstrip(".")
-
-
 class HostPolicy:
     """Which Host names are answered: exact names, `*.example.com` for the names under
-    example.com, or `*` for any."""
+    example.com, or `*` for any. A Host header that is not `host[:port]` is never answered."""
 
     def __init__(self, allowed: Iterable[str]) -> None:
-        names = [host_name(name) if name != ANY_HOST else ANY_HOST for name in allowed]
-        self.is_any = ANY_HOST in names
+        self.is_any = ANY_HOST in allowed
+        names = [_allowed_name(name) for name in allowed if name != ANY_HOST]
         self._exact = frozenset(n for n in names if not n.startswith("*."))
         self._suffixes = tuple(n[1:] for n in names if n.startswith("*."))  # ".example.com"
         self.description = ", ".join(allowed)
 
     def allows(self, host_header: str | None) -> bool:
-        if self.is_any:
-            return True
-        if not host_header:
-            return False
+        if host_header is None:
+            return self.is_any  # HTTP/1.0; HTTP/1.1's parser refuses a request without Host
         name = host_name(host_header)
-        return name in self._exact or name.endswith(self._suffixes)
+        if name is None:
+            return False
+        return self.is_any or name in self._exact or name.endswith(self._suffixes)
+
+
+def _allowed_name(name: str) -> str:
+    """A configured name (`server.allowed_hosts`, checked when the settings are read)."""
+    wildcard = name.startswith("*.")
+    parsed = host_name(name[2:] if wildcard else name)
+    if parsed is None:
+        raise ValueError(f"{name!r} is not a host name")
+    return f"*.{parsed}" if wildcard else parsed
 
 
 def _error(status: int, code: str, message: str) -> tuple[int, bytes]:

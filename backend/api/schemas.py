@@ -14,6 +14,14 @@ class Body(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
+class Decision(Body):
+    """A body that authorises something (approves a call, disables a tenant, gives a scope):
+    strictly typed, so only `true` means yes (`"yes"`, `1` or `"true"` are 422, not a yes) and
+    an id is a string, never a number taken for one."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+
 class SessionCreate(Body):
     title: Title = ""
     channel: Literal["web", "api"] = "api"
@@ -142,7 +150,7 @@ class CancelResponse(BaseModel):
     cancelled: bool
 
 
-class ApprovalRequest(Body):
+class ApprovalRequest(Decision):
     """A person's decision on a tool call the turn's `tool.approval` event asked about."""
 
     tool_call_id: str = Field(min_length=1, max_length=200)
@@ -212,7 +220,7 @@ class TenantCreate(Body):
     settings: dict[str, Any] = Field(default_factory=dict)
 
 
-class TenantUpdate(Body):
+class TenantUpdate(Decision):
     name: Title | None = None
     settings: dict[str, Any] | None = None
     disabled: bool | None = None
@@ -234,7 +242,7 @@ class TenantList(BaseModel):
     is_operator: bool = False
 
 
-class KeyCreate(Body):
+class KeyCreate(Decision):
     scope: Literal["chat", "admin"] = "chat"
     label: Title = ""
 

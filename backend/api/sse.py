@@ -1,4 +1,8 @@
-"""Turn events as Server-Sent Events: `event: <name>` and a JSON `data:` line."""
+"""Turn events as Server-Sent Events: `event: <name>` and a JSON `data:` line.
+
+Every event's data is made storable first (`domain/text.py`): whatever text an event carries (a
+provider's error message, a tool's arguments), its line always encodes as UTF-8, so a stream
+(and the turn journal that copies it) always reaches its terminal event."""
 
 from __future__ import annotations
 
@@ -21,6 +25,7 @@ from backend.domain.events import (
     TurnFailed,
     TurnStarted,
 )
+from backend.domain.text import storable_json
 
 
 def _tool_call(event: Any) -> dict[str, object]:
@@ -52,7 +57,8 @@ EVENT_NAMES: dict[type, tuple[str, Callable[[Any], dict[str, object]]]] = {
 def event_text(event: TurnEvent, event_id: int | None = None) -> str:
     """The event as SSE; with `event_id`, the `id:` a reconnecting client sends back."""
     name, to_payload = EVENT_NAMES[type(event)]
-    data = json.dumps(to_payload(event), ensure_ascii=False, separators=(",", ":"))
+    payload = storable_json(to_payload(event))
+    data = json.dumps(payload, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
     head = "" if event_id is None else f"id: {event_id}\n"
     return f"{head}event: {name}\ndata: {data}\n\n"
 

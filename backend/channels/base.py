@@ -52,6 +52,12 @@ def error_body(code: str, message: str) -> dict[str, object]:
     return {"error": {"code": code, "message": message}}
 
 
+def refused(reason: str) -> WebhookAnswer:
+    """What a platform is told about an update the bot refused: received (a 200, so it stops
+    delivering it again), and why, for whoever reads the platform's delivery log."""
+    return WebhookAnswer(200, {"refused": reason})
+
+
 # What the webhook route answers for a bot that does not exist or takes no webhooks: the same,
 # so an outsider learns nothing about which tenants and bots there are.
 NO_SUCH_BOT = WebhookAnswer(404, error_body("not_found", "there is no such bot"))
@@ -70,6 +76,21 @@ class Channel(Protocol):
 
     async def handle_webhook(self, call: WebhookCall) -> WebhookAnswer:
         """Check and keep one delivered update; it is answered in the background."""
+
+
+def note_refused(status: ChannelStatus, platform_id: str, reason: str) -> None:
+    """An update the bot could not read, shown in its status, counted and logged once."""
+    status.last_error = f"refused update {platform_id}: {reason}"
+    status.last_error_at = datetime.now(UTC)
+    CHANNEL_EVENTS.labels(status.tenant_id, status.bot, "refused").inc()
+    log.warning(
+        "%s %s: refused update %s: %s",
+        status.kind,
+        status.bot,
+        platform_id,
+        reason,
+        extra={"tenant": status.tenant_id},
+    )
 
 
 def note_failure(

@@ -220,7 +220,10 @@ class Commands:
                 issued = await linking.code_for(tenant_id=tenant_id, user_key=user_key)
                 return LINK_CODE.format(code=issued.code)
             linked = await linking.link(
-                tenant_id=tenant_id, user_key=user_key, code=command.argument
+                tenant_id=tenant_id,
+                user_key=user_key,
+                code=command.argument,
+                tried_by=[f"chat:{chat.channel}:{chat.external_key}"],
             )
         except MemoryNotPersonal:
             return "I keep one memory for everyone here, so there is nothing to link."

@@ -18,7 +18,7 @@ from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 from typing import Any
 
-from backend.channels.base import ChannelStatus
+from backend.channels.base import ChannelStatus, note_refused
 from backend.channels.context import ChannelServices
 from backend.metrics import CHANNEL_EVENTS
 from backend.storage.channel_updates import ChannelUpdate, Finished
@@ -95,6 +95,21 @@ class Inbox:
         if is_new:
             self._schedule(platform_id, payload, 0)
         return is_new
+
+    async def refuse(self, platform_id: str, payload: dict[str, Any], reason: str) -> None:
+        """Record an update the bot cannot read as refused (once), so the platform can be told
+        we have it and stops delivering it again; one warning line, and the bot's status says
+        so. Storage faults propagate, as for `keep`."""
+        is_new = await self._services.updates.record_refused(
+            tenant_id=self._status.tenant_id,
+            bot=self._status.bot,
+            platform_id=platform_id,
+            payload=payload,
+            reason=reason,
+        )
+        self._status.last_update_at = datetime.now(UTC)
+        if is_new:
+            note_refused(self._status, platform_id, reason)
 
     def chat_lock(self, chat: str) -> asyncio.Lock:
         """Held while a turn of `chat` is answered: one chat's messages are answered in order."""

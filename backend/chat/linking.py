@@ -10,8 +10,10 @@ The one entry for linking: the API, the page and every bot's `/link` and `/unlin
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
+
+from limits.aio.storage import Storage
 
 from backend.chat.runtime import RuntimeRegistry
 from backend.domain.clock import utc_now
@@ -23,10 +25,14 @@ from backend.storage.identities import (
     NotLinked,
     Person,
 )
+from backend.tenancy.attempts import AttemptLimiter
 
 log = logging.getLogger(__name__)
 
 LINK_CODE_TTL = timedelta(minutes=10)
+# Codes tried per API key and per chat: a person needs one or two; a guesser, about 10**12.
+LINK_ATTEMPTS = 10
+LINK_ATTEMPTS_WINDOW_S = 10 * 60
 
 
 class MemoryNotPersonal(Conflict):
@@ -45,12 +51,16 @@ class Linking:
         memory: PersonalMemory,
         runtimes: RuntimeRegistry,
         *,
+        attempts: Storage,
         clock: Callable[[], datetime] = utc_now,
     ) -> None:
         self._identities = memory.identities
         self._memory = memory
         self._runtimes = runtimes
         self._clock = clock
+        self._attempts = AttemptLimiter(
+            attempts, what="link code", attempts=LINK_ATTEMPTS, per_s=LINK_ATTEMPTS_WINDOW_S
+        )
 
     async def code_for(self, *, tenant_id: str, user_key: str) -> LinkCode:
         """A one-time code for `user_key`, good for LINK_CODE_TTL inside this tenant."""
@@ -59,10 +69,14 @@ class Linking:
             tenant_id=tenant_id, user_key=user_key, ttl=LINK_CODE_TTL, now=self._clock()
         )
 
-    async def link(self, *, tenant_id: str, user_key: str, code: str) -> Person:
+    async def link(
+        self, *, tenant_id: str, user_key: str, code: str, tried_by: Sequence[str]
+    ) -> Person:
         """Make `user_key` and the identity that asked for `code` one person; the memory each
-        kept on its own becomes the person's."""
+        kept on its own becomes the person's. `tried_by` names where the code comes from (the
+        API key, the chat): each may try LINK_ATTEMPTS codes per window, then RateLimited."""
         await self._require_personal(tenant_id)
+        await self._attempts.count(tenant_id, tried_by)
         await self._identities.redeem(
             tenant_id=tenant_id, user_key=user_key, code=code, now=self._clock()
         )

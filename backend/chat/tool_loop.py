@@ -4,6 +4,11 @@ Intermediate assistant tool-call messages and tool results exist only in the req
 during this turn; each executed call is handed to `record` as soon as it finishes, so it is
 stored even if the turn fails later. A step's reasoning blocks travel on its tool-call message,
 so the adapter can send them back within this loop; they are never stored.
+
+What the model and the tools hand over is made storable as it enters the turn
+(`domain/text.py`): a NUL or a lone surrogate in a reply, its reasoning, a tool call or a tool's
+result becomes U+FFFD, so the stream, the stored turn and the next request carry the same text
+on every backend.
 """
 
 from __future__ import annotations
@@ -15,6 +20,7 @@ from dataclasses import dataclass, field
 from backend.chat.approvals import ApprovalPolicy, Approvals, Decision, not_run_note
 from backend.chat.budget import repair_tool_pairing
 from backend.domain.events import (
+    ProviderEvent,
     RetryScheduled,
     TextDelta,
     ThinkingBlockDone,
@@ -29,6 +35,7 @@ from backend.domain.events import (
 )
 from backend.domain.messages import ToolCall, Usage
 from backend.domain.requests import ChatRequest, RequestMessage
+from backend.domain.text import storable_object, storable_text
 from backend.domain.thinking import ThinkingBlock
 from backend.providers.base import ChatProvider
 from backend.tools.base import ToolContext
@@ -82,7 +89,8 @@ async def run_tool_loop(
         calls: list[ToolCall] = []
         thinking: list[ThinkingBlock] = []
         outcome.reply_parts.append("")
-        async for event in provider.stream(step):
+        async for received in provider.stream(step):
+            event = _storable(received)
             if isinstance(event, TextDelta):
                 outcome.reply_parts[-1] += event.text
                 yield event
@@ -124,7 +132,7 @@ async def run_tool_loop(
                 finally:  # also when the turn ends while it waits
                     await approvals.close(call.id)
             if decision is Decision.APPROVED:
-                result = await tools.execute(call, context)
+                result = _storable_result(await tools.execute(call, context))
             else:
                 result = _not_run(call, not_run_note(decision, approval.timeout_s))
             await record(result)
@@ -157,6 +165,30 @@ def _step_request(
         tool_choice="none" if is_last else request.tool_choice,
         system=request.system + ("\n" + FINAL_ANSWER_NOTE if is_last else ""),
     )
+
+
+def _storable(event: ProviderEvent) -> ProviderEvent:
+    """`event` with the model's text made storable (the rest passes as it is)."""
+    if isinstance(event, TextDelta):
+        return TextDelta(storable_text(event.text))
+    if isinstance(event, ThinkingDelta):
+        return ThinkingDelta(storable_text(event.text))
+    if isinstance(event, ToolCallRequested):
+        call = event.call
+        return ToolCallRequested(
+            dataclasses.replace(
+                call,
+                id=storable_text(call.id),
+                name=storable_text(call.name),
+                arguments=storable_object(call.arguments),
+                raw_arguments=storable_text(call.raw_arguments),
+            )
+        )
+    return event
+
+
+def _storable_result(record: ToolCallRecord) -> ToolCallRecord:
+    return dataclasses.replace(record, result=storable_text(record.result))
 
 
 def cut_result(text: str, max_chars: int) -> str:

@@ -62,7 +62,7 @@ from backend.providers.anthropic_request import (
     tool_param,
 )
 from backend.providers.endpoints import DEFAULT_BASE_URLS, Endpoint
-from backend.providers.failures import status_error, transport_error
+from backend.providers.failures import UNPARSABLE, status_error, transport_error
 from backend.providers.resilience import parse_retry_after
 from backend.settings import ProviderSettings
 
@@ -121,7 +121,7 @@ class AnthropicProvider:
                 async for event in events:
                     for translated in reply.feed(event):
                         yield translated
-        except (anthropic.AnthropicError, httpx2.HTTPError, json.JSONDecodeError) as exc:
+        except (anthropic.AnthropicError, httpx2.HTTPError, *UNPARSABLE) as exc:
             error = map_error(self.endpoint, exc, has_response=has_response, model=request.model)
             raise error from exc
         for translated in reply.finish():
@@ -172,7 +172,7 @@ class _PendingToolUse:
         raw = "".join(self.partial_json)
         try:
             parsed = json.loads(raw) if raw.strip() else {}
-        except json.JSONDecodeError:
+        except UNPARSABLE:
             parsed = None
         if not isinstance(parsed, dict):
             return ToolCall(id=self.id, name=self.name, raw_arguments=raw, is_malformed=True)

@@ -27,6 +27,9 @@ from backend.errors import (
 from backend.providers.endpoints import Endpoint
 from backend.providers.resilience import error_for_status
 
+# What `json.loads` raises for an answer that is not JSON, not UTF-8, holds a number too long
+# to convert (a ValueError too), or nests deeper than Python recurses: an unusable answer.
+UNPARSABLE = (ValueError, RecursionError)
 MAX_VENDOR_MESSAGE = 300
 MAX_CHAIN = 32  # causes walked; a real chain has fewer than ten
 

@@ -33,7 +33,12 @@ from backend.domain.requests import ChatRequest
 from backend.domain.thinking import ThinkingBlock
 from backend.errors import EmptyReply, ProviderBadResponse, ProviderError
 from backend.providers.endpoints import DEFAULT_BASE_URLS, Endpoint
-from backend.providers.failures import status_error, transport_error, vendor_message
+from backend.providers.failures import (
+    UNPARSABLE,
+    status_error,
+    transport_error,
+    vendor_message,
+)
 from backend.providers.openai_request import request_body
 from backend.providers.openai_stream import event_payloads
 from backend.providers.resilience import parse_retry_after
@@ -48,8 +53,6 @@ REASONING_FIELDS = ("reasoning_content", "reasoning")
 
 COMPLETIONS_PATH = "/chat/completions"
 AUTHENTICATED: RequestOptions = {"security": {"bearer_auth": True}}
-# What `json.loads` raises for an answer that is not JSON, or not UTF-8.
-UNPARSABLE = (json.JSONDecodeError, UnicodeDecodeError)
 
 
 class OpenAICompatibleProvider:
@@ -142,7 +145,7 @@ class _PendingToolCall:
         call_id = self.id or f"call_{index}"  # some local servers omit ids
         try:
             parsed = json.loads(raw) if raw.strip() else {}
-        except json.JSONDecodeError:
+        except UNPARSABLE:
             parsed = None
         if not isinstance(parsed, dict) or not self.name:
             return ToolCall(id=call_id, name=self.name, raw_arguments=raw, is_malformed=True)

@@ -2,6 +2,8 @@
 
 The window of a session starts at `sessions.window_start_id`; older messages are archived
 (kept, outside the window). Ids are monotonic, so an id range names a fixed set of messages.
+Text is made storable on the way in and out (`domain/text.py`): a reply with a NUL is stored
+the same on SQLite and PostgreSQL, and a row stored before that never fails a read.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from backend.domain.messages import (
     TurnFailure,
     UserInput,
 )
+from backend.domain.text import storable_text
 from backend.errors import SessionNotFound
 from backend.storage.database import Database
 from backend.storage.sessions import SessionRepository
@@ -49,14 +52,14 @@ def message_from_row(row: Row[Any]) -> StoredMessage:
         id=row.id,
         session_id=row.session_id,
         role=row.role,
-        content=row.content,
+        content=storable_text(row.content),
         turn_id=row.turn_id,
         status=row.status,
         created_at=aware(row.created_at),
         images=_images_from_parts(row.parts),
         token_count=row.token_count,
         compacted=row.compacted,
-        thinking=row.thinking or "",
+        thinking=storable_text(row.thinking or ""),
         failure=TurnFailure(row.failure_code, row.failure_message or "")
         if row.failure_code
         else None,
@@ -90,6 +93,7 @@ async def insert_message(
 ) -> StoredMessage:
     """Append one message inside the caller's write transaction and touch its session; `now`
     (the wall clock by default) is when it was said."""
+    content, thinking = storable_text(content), storable_text(thinking)
     now = now or datetime.now(UTC)
     parts = [{"type": "image", "media_type": i.media_type, "data": i.data} for i in images]
     result = await conn.execute(

@@ -1,4 +1,5 @@
-"""A summarizer job as the journal holds it (`overflow_jobs`), and its row read back."""
+"""A summarizer job as the journal holds it (`overflow_jobs`), and its row read back (the
+summarizer's words made storable, `domain/text.py`, as they are written)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from typing import Any, Literal
 
 from sqlalchemy import Row
 
+from backend.domain.text import storable_text
 from backend.storage.timestamps import aware_or_none
 
 JobKind = Literal["overflow", "auto"]
@@ -36,6 +38,10 @@ class OverflowJob:
     origin: str | None = None  # where its turns were said; None for jobs from before 0007
 
 
+def storable_or_none(text: str | None) -> str | None:
+    return None if text is None else storable_text(text)
+
+
 def job_from_row(row: Row[Any]) -> OverflowJob:
     return OverflowJob(
         id=row.id,
@@ -48,9 +54,9 @@ def job_from_row(row: Row[Any]) -> OverflowJob:
         next_start_id=row.next_start_id,
         memory_from_id=row.memory_from_id,
         status=row.status,
-        previous_summary=row.previous_summary or "",
-        summary=row.summary,
-        memory_line=row.memory_line,
+        previous_summary=storable_text(row.previous_summary or ""),
+        summary=storable_or_none(row.summary),
+        memory_line=storable_or_none(row.memory_line),
         memory_entry_id=row.memory_entry_id,
         attempts=row.attempts,
         next_attempt_at=aware_or_none(row.next_attempt_at),

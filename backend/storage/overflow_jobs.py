@@ -2,7 +2,8 @@
 
 pending -> summarized (summary and memory line saved) -> memory_written -> done. A crash at
 any point resumes from the saved status; the final step moves the window and the memory
-watermark in one transaction, and only forward.
+watermark in one transaction, and only forward. The summarizer's words (summary, memory line,
+its error) are made storable (`domain/text.py`), written and read alike on every backend.
 """
 
 from __future__ import annotations
@@ -12,8 +13,15 @@ from datetime import UTC, datetime, timedelta
 from sqlalchemy import case, delete, func, select, update
 from sqlalchemy.exc import IntegrityError
 
+from backend.domain.text import storable_text
 from backend.storage.database import Database
-from backend.storage.overflow_job_rows import ACTIVE, JobKind, OverflowJob, job_from_row
+from backend.storage.overflow_job_rows import (
+    ACTIVE,
+    JobKind,
+    OverflowJob,
+    job_from_row,
+    storable_or_none,
+)
 from backend.storage.tables import messages, overflow_jobs, sessions
 from backend.storage.timestamps import aware
 from backend.storage.usage import UsageDay, add_usage
@@ -209,8 +217,8 @@ class OverflowJobRepository:
                 )
                 .values(
                     status="summarized",
-                    summary=summary,
-                    memory_line=memory_line,
+                    summary=storable_text(summary),
+                    memory_line=storable_or_none(memory_line),
                     memory_supersedes=",".join(supersedes) or None,
                     updated_at=datetime.now(UTC),
                 )
@@ -223,7 +231,7 @@ class OverflowJobRepository:
             job.tenant_id,
             job.id,
             attempts=job.attempts + 1,
-            last_error=error[:2000],
+            last_error=storable_text(error[:2000]),
             next_attempt_at=retry_at,
             leased_until=None,
         )
@@ -234,7 +242,7 @@ class OverflowJobRepository:
         )
 
     async def abandon(self, job: OverflowJob, *, reason: str) -> None:
-        await self._set(job.tenant_id, job.id, status="abandoned", last_error=reason)
+        await self._set(job.tenant_id, job.id, status="abandoned", last_error=storable_text(reason))
 
     async def complete(self, job: OverflowJob, *, delete_evicted: bool) -> None:
         """Close the job and move the window and the watermark forward (never back), in one

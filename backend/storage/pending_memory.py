@@ -4,7 +4,8 @@ A proposal is `pending` until its person approves it, discards it, or lets it ex
 approval is claimed in one statement (a second answer, here or in another process, finds it
 decided) and marked `written` once the line is in memory: one approved but not written was
 interrupted, and is written at the next start. A summarizer's proposal is unique per overflow
-job, so a summary retried after a crash proposes its line once.
+job, so a summary retried after a crash proposes its line once. A line comes from the model:
+it is made storable (`domain/text.py`) on the way in and out.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from typing import Any, Literal
 from sqlalchemy import Row, select, update
 from sqlalchemy.exc import IntegrityError
 
+from backend.domain.text import storable_text
 from backend.errors import Conflict, NotFound, TallyError
 from backend.storage.database import Database
 from backend.storage.tables import pending_memory
@@ -75,8 +77,8 @@ def _proposal(row: Row[Any]) -> Proposal:
         tenant_id=row.tenant_id,
         user_key=row.user_key,
         session_id=row.session_id,
-        source=row.source,
-        content=row.content,
+        source=storable_text(row.source),
+        content=storable_text(row.content),
         first_message_id=row.first_message_id,
         last_message_id=row.last_message_id,
         status=row.status,
@@ -114,8 +116,8 @@ class PendingMemoryRepository:
             "user_key": user_key,
             "session_id": session_id,
             "job_id": job_id,
-            "source": source,
-            "content": content,
+            "source": storable_text(source),
+            "content": storable_text(content),
             "first_message_id": first,
             "last_message_id": last,
             "status": "pending",

@@ -12,6 +12,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from backend.domain.ids import new_session_id
 from backend.domain.messages import Session
+from backend.domain.text import storable_text
 from backend.errors import SessionNotFound
 from backend.storage.database import Database
 from backend.storage.tables import messages, sessions, tool_conversations
@@ -23,8 +24,8 @@ def session_from_row(row: Any) -> Session:
         id=row.id,
         tenant_id=row.tenant_id,
         channel=row.channel,
-        title=row.title,
-        summary=row.summary,
+        title=storable_text(row.title),
+        summary=storable_text(row.summary),
         window_start_id=row.window_start_id,
         memory_watermark_id=row.memory_watermark_id,
         created_at=aware(row.created_at),
@@ -200,6 +201,7 @@ class SessionRepository:
 
     async def update(self, *, tenant_id: str, session_id: str, **values: str | int) -> Session:
         """Set columns (`title`, `summary`, `window_start_id`) of one session."""
+        values = {k: storable_text(v) if isinstance(v, str) else v for k, v in values.items()}
         async with self._db.write() as conn:
             result = await conn.execute(
                 update(sessions)

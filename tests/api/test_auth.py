@@ -144,6 +144,29 @@ async def test_a_disabled_tenant_and_a_revoked_key_stop_at_once(
     assert (await client.get("/api/chat/sessions", headers=bearer(key["key"]))).status_code == 401
 
 
+async def test_only_true_disables_a_tenant_and_a_scope_is_named_exactly(
+    keyed: tuple[httpx.AsyncClient, Any],
+) -> None:
+    """Fields that authorise take no look-alikes: `"disabled": "no"` was read as false (and
+    enabled a tenant), `"yes"` as true; a scope is `chat` or `admin`, nothing near."""
+    client, _ = keyed
+    key = await make_tenant(client, "acme")
+    admin = bearer(ADMIN_KEY)
+    await client.patch("/api/admin/tenants/acme", json={"disabled": True}, headers=admin)
+    look_alikes = [
+        await client.patch("/api/admin/tenants/acme", json={"disabled": value}, headers=admin)
+        for value in ("no", "false", 0, "yes")
+    ]
+    still_disabled = await client.get("/api/chat/sessions", headers=bearer(key["key"]))
+    scopes = [
+        await client.post("/api/admin/tenants/acme/keys", json={"scope": s}, headers=admin)
+        for s in ("ADMIN", "admin ", ["admin"], 1)
+    ]
+    assert [r.status_code for r in look_alikes] == [422] * 4
+    assert still_disabled.status_code == 403
+    assert [r.status_code for r in scopes] == [422] * 4
+
+
 async def test_keys_are_not_recoverable_from_the_database(
     keyed: tuple[httpx.AsyncClient, Any],
 ) -> None:

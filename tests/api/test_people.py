@@ -12,7 +12,9 @@ import httpx
 import pytest
 
 from backend.app import create_app
+from backend.chat.linking import LINK_ATTEMPTS
 from backend.providers.scripted import ScriptedProvider
+from tests.api.test_auth import ADMIN_KEY, bearer, make_tenant
 from tests.conftest import ManualClock, fill, make_settings, serve
 from tests.prompt_text import prompt_text
 
@@ -178,3 +180,41 @@ async def test_memory_a_full_disk_kept_from_moving_moves_at_the_next_start(
     assert linked.status_code == 200  # the link holds while its memory waits to move
     assert meanwhile == []
     assert after == [["Ada lives in Porto"]] * 2
+
+
+async def test_guessing_codes_with_one_key_is_stopped_with_a_429(
+    database_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Ten codes per API key in ten minutes (good ones count too); then 429
+    `too_many_attempts` with Retry-After, even for a real code; another key still links."""
+    monkeypatch.setenv("TALLY_ADMIN_KEY", ADMIN_KEY)
+    settings = make_settings(
+        database_url,
+        tmp_path,
+        auth={"mode": "keys"},
+        memory={"path": str(tmp_path / "MEMORY.md"), "scope": "user"},
+    )
+    async with serve(create_app(settings, provider=ScriptedProvider())) as client:
+        guesser = (await make_tenant(client, "acme"))["key"]
+        app_key = (await make_tenant(client, "acme"))["key"]
+        as_guesser, as_app = bearer(guesser), bearer(app_key)
+        issued = await client.post(
+            "/api/people/link-codes", json={"user": "ada-phone"}, headers=as_app
+        )
+        code = issued.json()["code"]
+        body = {"user": "ada-laptop"}
+        guesses = [
+            await client.post(
+                "/api/people/links", json={**body, "code": f"AAAA-{n:04d}"}, headers=as_guesser
+            )
+            for n in range(LINK_ATTEMPTS)
+        ]
+        refused = await client.post(
+            "/api/people/links", json={**body, "code": code}, headers=as_guesser
+        )
+        linked = await client.post("/api/people/links", json={**body, "code": code}, headers=as_app)
+    assert [error_code(g) for g in guesses] == ["link_code_invalid"] * LINK_ATTEMPTS
+    assert refused.status_code == 429 and error_code(refused) == "too_many_attempts"
+    assert 60 < int(refused.headers["Retry-After"]) <= 600
+    assert "try again in 10 minutes" in refused.json()["error"]["message"]
+    assert linked.status_code == 200, linked.text

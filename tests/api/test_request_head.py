@@ -14,8 +14,8 @@ from typing import Any
 import httpx
 import pytest
 
-from backend.api.request_head import host_name
 from backend.app import create_app, host_policy, listening_settings
+from backend.domain.hosts import host_name
 from backend.providers.scripted import ScriptedProvider
 from tests.api.test_auth import ADMIN_KEY, bearer, make_tenant
 from tests.conftest import make_settings, serve
@@ -86,8 +86,42 @@ async def keyed(
 def test_host_names_lose_port_case_and_trailing_dot() -> None:
     assert host_name("LocalHost.:8000") == "localhost"
     assert host_name("[::1]:8000") == "[::1]"
+    assert host_name("[0:0:0:0:0:0:0:1]") == "[::1]"
     assert host_name("127.0.0.1") == "127.0.0.1"
-    assert host_name("localhost:abc") == "localhost:abc"
+    assert host_name("tally.localhost:") == "tally.localhost"
+
+
+NOT_HOSTS = (
+    "[::1].evil",  # what follows `]` was ignored: taken for loopback
+    "[::1]evil.example",
+    "[::1]:8000:1",
+    "[not-an-address]",
+    "[::1",
+    "::1",
+    "localhost:abc",
+    "localhost:99999",
+    "localhost@evil.example",
+    "evil.example/localhost",
+    "localhost evil",
+    "local..host",
+    ".",
+    "",
+)
+
+
+def test_what_is_not_host_and_port_is_no_host() -> None:
+    assert [value for value in NOT_HOSTS if host_name(value) is not None] == []
+
+
+async def test_a_host_that_does_not_parse_is_never_taken_for_loopback(
+    local: httpx.AsyncClient, keyed: httpx.AsyncClient
+) -> None:
+    for value in NOT_HOSTS[:-1]:
+        without_keys = await raw_request(local, get("/api/memory", f"Host: {value}"))
+        with_keys = await raw_request(keyed, get("/api/health", f"Host: {value}"))
+        assert (without_keys.status, without_keys.error_code()) == (421, "host_not_allowed")
+        assert b"42" not in without_keys.body, value
+        assert with_keys.status in (400, 421), value  # the HTTP parser may refuse it first
 
 
 async def test_without_keys_a_rebound_host_name_reads_nothing(local: httpx.AsyncClient) -> None:
@@ -168,11 +202,10 @@ def test_insecure_public_without_keys_answers_any_host_name(tmp_path: Path) -> N
     assert not host_policy(local).allows("attacker.example")  # still loopback: still checked
 
 
-def test_allowed_hosts_refuses_urls() -> None:
+@pytest.mark.parametrize("name", ["https://a", "[::1].evil", "a b", "x:port", "*.", ""])
+def test_allowed_hosts_refuses_what_is_no_host_name(name: str) -> None:
     with pytest.raises(Exception, match="host names only"):
-        make_settings(
-            "sqlite+aiosqlite:///x.db", Path("."), server={"allowed_hosts": ["https://a"]}
-        )
+        make_settings("sqlite+aiosqlite:///x.db", Path("."), server={"allowed_hosts": [name]})
 
 
 # ---- header bounds ----------------------------------------------------------------------------

@@ -13,6 +13,7 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 
 from backend.app import create_app
+from backend.chat.linking import LINK_ATTEMPTS
 from backend.domain.messages import ToolCall
 from backend.providers.scripted import ScriptedProvider, ScriptedToolCalls
 from tests.channels.conftest import (
@@ -170,3 +171,20 @@ async def test_a_group_chat_does_not_link_and_keeps_the_tenants_memory(
         links = await tg.client.get("/api/admin/tenants/default/links")
     assert said == "Linking works in a private chat with me."
     assert links.json()["identities"] == []
+
+
+async def test_guessing_codes_from_a_chat_is_stopped_and_the_user_told(
+    telegram: FakeTelegramServer, dingtalk: FakeDingTalkServer, tmp_path: Path, database_url: str
+) -> None:
+    """Ten codes per chat in ten minutes, good ones counted too; then the chat is told to wait,
+    even for a real code, while another chat still links."""
+    provider = ScriptedProvider(replies=["ok"])
+    async with serving_both(telegram, dingtalk, tmp_path, database_url, provider) as (tg, dt):
+        code = code_in(await on_telegram(tg, "/link"))
+        guesses = [await on_dingtalk(dt, f"/link AAAA-{n:04d}") for n in range(LINK_ATTEMPTS)]
+        refused = await on_dingtalk(dt, f"/link {code}")
+        elsewhere = await on_dingtalk(dt, f"/link {code}", staff="staff-bob")
+    assert all("That did not work" in said and "does not exist" in said for said in guesses)
+    assert "too many link codes were tried from here" in refused
+    assert "try again in 10 minutes" in refused
+    assert "share one memory" in elsewhere

@@ -175,6 +175,39 @@ async def test_a_decision_for_no_waiting_call_is_a_404_and_a_bad_one_a_422(
     assert bad.status_code == 422
 
 
+NOT_A_YES = ["yes", "true", 1, "1", {"value": True}, [True], None]
+
+
+async def test_only_true_approves_a_waiting_call(
+    database_url: str, tmp_path: Path, vendor: FakeOpenAIServer
+) -> None:
+    """`"approved": "yes"` once approved a call (a `write_file` ran): only JSON `true` means
+    yes now; anything else is a 422 that decides nothing, and the call still waits."""
+    vendor.push(ToolCalls([Call("write_file", WRITE, id="c1")]), "not written")
+    settings = approval_settings(database_url, tmp_path, vendor)
+    refused: list[int] = []
+    async with serve(create_app(settings)) as client:
+        events: list[tuple[str, dict[str, Any]]] = []
+        body = {"message": "write it", "stream": True}
+        async with client.stream("POST", "/api/chat/send", json=body) as response:
+            async for name, data in read_events(response):
+                events.append((name, data))
+                if name != "tool.approval":
+                    continue
+                url = f"/api/chat/turns/{events[0][1]['turn_id']}/approvals"
+                for value in NOT_A_YES:
+                    answer = await client.post(url, json={"tool_call_id": "c1", "approved": value})
+                    refused.append(answer.status_code)
+                as_number = await client.post(url, json={"tool_call_id": 1, "approved": False})
+                refused.append(as_number.status_code)
+                no = await client.post(url, json={"tool_call_id": "c1", "approved": False})
+                assert no.status_code == 200, no.text
+
+    assert refused == [422] * (len(NOT_A_YES) + 1)
+    assert dict(events)["tool.result"]["is_error"] is True
+    assert not written(settings).exists()
+
+
 async def test_a_call_waiting_on_one_process_is_approved_through_another(
     postgres: str, redis_url: str, redis_prefix: str, tmp_path: Path
 ) -> None:

@@ -184,7 +184,7 @@ def test_each_mcp_server_is_started_and_listed_or_failed(tmp_path: Path, refused
     result = tally("--config", str(path), "doctor", env=env)
     offline = tally("--config", str(path), "doctor", "--offline", env=env)
     assert result.returncode == 1, result.stdout
-    assert "ok    MCP server tools.mcp_servers.fake: 8 tools" in result.stdout
+    assert "ok    MCP server tools.mcp_servers.fake: 9 tools" in result.stdout
     assert "FAIL  MCP server tenants.acme.tools.mcp_servers.gone:" in result.stdout
     assert "fix: check its url and headers" in result.stdout
     assert "MCP server tenants.acme.tools.mcp_servers.gone: not started" in offline.stdout

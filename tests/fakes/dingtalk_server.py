@@ -259,6 +259,10 @@ class FakeDingTalkServer(FakeServer):
         data = json.dumps(message, ensure_ascii=False)
         return self._send_frame(client_id, "CALLBACK", BOT_TOPIC, data)
 
+    def push_raw(self, client_id: str, data: str) -> str:
+        """Send `data` verbatim as a CALLBACK frame's data (JSON or not); the frame's id."""
+        return self._send_frame(client_id, "CALLBACK", BOT_TOPIC, data)
+
     def push_system_disconnect(self, client_id: str) -> str:
         """The gateway's notice that it is about to close this connection."""
         return self._send_frame(client_id, "SYSTEM", "disconnect", "{}")

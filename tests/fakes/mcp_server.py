@@ -89,6 +89,19 @@ def record(note: str) -> str:
     return "recorded"
 
 
+ODD_RESULTS: Mapping[str, str] = {
+    "nul": "before\x00after",
+    "overlong": "y" * 300_000,
+    "nested": "[" * 5_000 + "]" * 5_000,
+}
+
+
+def odd(kind: str) -> str:
+    """Return text a careless server might: `nul` (a NUL character), `overlong` (300,000
+    characters) or `nested` (brackets 5,000 deep)."""
+    return ODD_RESULTS[kind]
+
+
 def header(ctx: Context) -> str:
     """Return the Authorization header of the HTTP request carrying this call, or "unset"."""
     headers = ctx.headers or {}
@@ -105,6 +118,7 @@ TOOLS: Mapping[str, Tool] = {
     "refuse": refuse,
     "whoami": whoami,
     "record": record,
+    "odd": odd,
 }
 HTTP_TOOLS: Mapping[str, Tool] = {**TOOLS, "header": header}  # stdio has no request headers
 

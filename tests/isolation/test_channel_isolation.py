@@ -6,7 +6,7 @@ Each bot answers through its own credentials (token; client id, secret and robot
 its own tenant's session and memory; a webhook call signed with one tenant's secret is refused at
 the other's path; and an unknown tenant, an unknown bot and a bot that takes no webhooks
 (polling, Stream mode) all answer the webhook route alike, so the route tells an outsider
-nothing about which tenants or bots exist.
+nothing about which tenants or bots exist. (Bad bodies: test_channel_body_isolation.py.)
 
 The route itself has one entry in test_isolation.py's ID_PROBES (one per method and path, for
 every kind of bot); its tenants there run no bots, so every probe of it is a miss. What a bot

@@ -236,6 +236,28 @@ async def test_bad_answers_are_refused_and_change_nothing(
     assert [p["id"] for p in still] == [proposal["id"]] and entries == []
 
 
+async def test_only_true_approves_a_proposed_line(database_url: str, tmp_path: Path) -> None:
+    """`"approved": "yes"` once wrote a proposed line: only JSON `true` means yes."""
+    provider = ScriptedProvider(replies=["ok"])
+    app = create_app(confirming(database_url, tmp_path, store="database"), provider=provider)
+    async with serve(app) as client:
+        provider.push(remember("Ada keeps bees"), "Shall I?")
+        await send(client, "I keep bees")
+        (proposal,) = await proposals(client)
+        answers = [
+            await client.post(
+                f"/api/memory/proposals/{proposal['id']}/decision", json={"approved": value}
+            )
+            for value in ("yes", "true", 1, "on", None)
+        ]
+        still = await proposals(client)
+        database: Database = app.state.services.database
+        async with database.read() as conn:
+            entries = list(await conn.execute(select(memory_entries)))
+    assert [a.status_code for a in answers] == [422] * 5
+    assert [p["status"] for p in still] == ["pending"] and entries == []
+
+
 async def test_a_summary_step_retried_after_a_crash_proposes_its_line_once(
     database_url: str, tmp_path: Path
 ) -> None:

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -24,16 +23,18 @@ from backend.channels.base import (
     WebhookCall,
     error_body,
     note_failure,
+    refused,
 )
 from backend.channels.commands import Ask, ChatRef, Command, CommandReply, Commands
 from backend.channels.context import ChannelServices
-from backend.channels.dingtalk.inbound import RobotMessage, parse, read_message
+from backend.channels.dingtalk.inbound import RobotMessage, message_id_of, parse, read_message
 from backend.channels.dingtalk.openapi import DingTalkApi, DingTalkError, Target
 from backend.channels.dingtalk.outbound import ConversationReplies
 from backend.channels.dingtalk.signature import CallbackSignatures
 from backend.channels.dingtalk.stream import StreamConnection
 from backend.channels.inbox import Inbox
 from backend.channels.leadership import run_as_leader
+from backend.channels.platform_body import RefusedUpdate, checked_update, fingerprint, read_body
 from backend.channels.turns import ChannelTurns, title_for
 from backend.chat.user_input import image_part, image_type
 from backend.domain.inbound import InboundMessage, Sender
@@ -75,7 +76,12 @@ class DingTalkChannel:
         )
         self._signatures = CallbackSignatures(settings.client_secret() or "")
         self._stream = StreamConnection(
-            settings, status=self.status, keep=self._keep, on_error=self._failed, sleep=sleep
+            settings,
+            status=self.status,
+            keep=self._keep,
+            refuse=lambda name, reason: self._inbox.refuse(name, {}, reason),
+            on_error=self._failed,
+            sleep=sleep,
         )
         self._runner: asyncio.Task[None] | None = None
 
@@ -127,13 +133,17 @@ class DingTalkChannel:
     # ---- receiving ------------------------------------------------------------------------
 
     async def _keep(self, data: dict[str, Any]) -> None:
-        """A Stream frame's robot message; returning lets the SDK acknowledge it."""
+        """A Stream frame's robot message; returning lets the SDK acknowledge it. One that does
+        not read is recorded as refused and acknowledged: it would come again and again."""
+        payload: dict[str, Any] = {}
         try:
-            message = parse(data)
-        except ValueError as exc:  # acknowledged: it would come again and again, as unreadable
-            log.warning("dingtalk %s: a frame that is no robot message: %s", self.name, exc)
+            payload = checked_update(data)
+            message = parse(payload)
+        except RefusedUpdate as exc:
+            name = message_id_of(payload) or fingerprint(repr(data).encode())
+            await self._inbox.refuse(name, payload, exc.reason)
             return
-        await self._inbox.keep(message.message_id, data)
+        await self._inbox.keep(message.message_id, payload)
 
     async def handle_webhook(self, call: WebhookCall) -> WebhookAnswer:
         if self.settings.mode != "callback":
@@ -143,18 +153,25 @@ class DingTalkChannel:
         problem = self._signatures.problem(timestamp, signature)
         if problem is not None:
             return WebhookAnswer(401, error_body("unauthorized", problem))
+        payload: dict[str, Any] = {}
         try:
-            payload = json.loads(call.body)
+            payload = read_body(call.body)
             message = parse(payload)
-        except (ValueError, UnicodeDecodeError, AttributeError):
-            return WebhookAnswer(400, error_body("invalid_message", "the body is no robot message"))
-        if self._signatures.is_replay(signature, message.message_id):
+        except RefusedUpdate as exc:
+            await self._refuse(payload, call.body, exc.reason)
+            return refused(exc.reason)
+        first = await self._services.updates.claim_proof(
+            tenant_id=self.tenant_id, bot=self.name, proof=signature, platform_id=message.message_id
+        )
+        if first != message.message_id:  # a redelivery of the same message passes
             return WebhookAnswer(
                 401, error_body("unauthorized", "this sign came with another msgId")
             )
         await self._inbox.keep(message.message_id, payload)
-        self._signatures.accepted(timestamp, signature, message.message_id)
         return WebhookAnswer(200, {})
+
+    async def _refuse(self, payload: dict[str, Any], body: bytes, reason: str) -> None:
+        await self._inbox.refuse(message_id_of(payload) or fingerprint(body), payload, reason)
 
     async def _handle(
         self, platform_id: str, payload: dict[str, Any], chunks_sent: int

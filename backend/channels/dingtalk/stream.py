@@ -23,11 +23,13 @@ import httpx
 import websockets
 from dingtalk_stream import AckMessage, CallbackHandler, ChatbotMessage, Credential
 from dingtalk_stream import DingTalkStreamClient as SdkClient
+from dingtalk_stream.frames import Headers
 from dingtalk_stream.version import VERSION_STRING
 
 from backend.channel_settings import DingTalkRobotSettings
 from backend.channels.backoff import Backoff
 from backend.channels.base import ChannelStatus
+from backend.channels.platform_body import RefusedUpdate, fingerprint, read_body
 
 log = logging.getLogger(__name__)
 
@@ -37,6 +39,7 @@ HANDSHAKE_TIMEOUT_S = 10.0
 PING_EVERY_S = 20.0  # a gateway that stops answering pings is dropped after one more interval
 
 Keep = Callable[[dict[str, Any]], Awaitable[None]]  # raises when the message was not kept
+Refuse = Callable[[str, str], Awaitable[None]]  # (a name for the frame, why): recorded
 OnError = Callable[[str, BaseException], None]
 
 
@@ -47,12 +50,14 @@ class StreamConnection:
         *,
         status: ChannelStatus,
         keep: Keep,
+        refuse: Refuse,
         on_error: OnError,
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
     ) -> None:
         self._settings = settings
         self._status = status
         self._on_error = on_error
+        self._refuse = refuse
         self._sleep = sleep
         self._client = SdkClient(
             Credential(settings.client_id() or "", settings.client_secret() or ""), logger=log
@@ -120,13 +125,35 @@ class StreamConnection:
 
     async def _route(self, raw: str | bytes) -> None:
         try:
-            outcome = await self._client.route_message(json.loads(raw))
+            frame = read_body(raw.encode() if isinstance(raw, str) else raw)
+            if await self._refused(frame):
+                return
+            outcome = await self._client.route_message(frame)
             if outcome == SdkClient.TAG_DISCONNECT:  # the gateway asks us to reconnect
                 await self._client.websocket.close()
         except websockets.ConnectionClosed:
             pass  # the ACK could not go out; DingTalk delivers the frame again
         except Exception as exc:  # the message was not kept: no ACK, so it comes again
             self._on_error("receive", exc)
+
+    async def _refused(self, frame: dict[str, Any]) -> bool:
+        """A callback frame whose message does not read (before the SDK parses it): recorded
+        as refused and acknowledged, since DingTalk would deliver it again and again."""
+        data = frame.get("data")
+        if frame.get("type") != "CALLBACK" or not isinstance(data, str):
+            return False
+        try:
+            read_body(data.encode())
+        except RefusedUpdate as exc:
+            await self._refuse(fingerprint(data.encode()), exc.reason)
+            ack = AckMessage()
+            headers = frame.get("headers")
+            ack.headers.message_id = headers.get("messageId") if isinstance(headers, dict) else ""
+            ack.headers.content_type = Headers.CONTENT_TYPE_APPLICATION_JSON
+            ack.data = {"response": "refused"}
+            await self._client.websocket.send(json.dumps(ack.to_dict()))
+            return True
+        return False
 
 
 class _RobotMessages(CallbackHandler):  # type: ignore[misc]  # the SDK has no type hints

@@ -2,8 +2,9 @@
 
 An update Telegram was told we have is never lost: it is kept in the bot's `Inbox` (by
 `update_id`) before the webhook answers 200 or the polling offset moves past it, and answered
-once, after a crash too. Messages of one chat are answered in order; commands do not wait
-behind a reply.
+once, after a crash too. One the bot cannot read (`platform_body.py`, `update.py`) is recorded
+as refused and answered 200 all the same, so Telegram stops delivering it again. Messages of
+one chat are answered in order; commands do not wait behind a reply.
 """
 
 from __future__ import annotations
@@ -12,7 +13,6 @@ import asyncio
 import contextlib
 import functools
 import hmac
-import json
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -29,6 +29,7 @@ from backend.channels.base import (
     WebhookCall,
     error_body,
     note_failure,
+    refused,
 )
 from backend.channels.commands import (
     DESCRIPTIONS,
@@ -42,10 +43,12 @@ from backend.channels.commands import (
 from backend.channels.context import ChannelServices
 from backend.channels.inbox import Inbox
 from backend.channels.leadership import run_as_leader
+from backend.channels.platform_body import RefusedUpdate, checked_update, fingerprint, read_body
 from backend.channels.telegram.format import telegram_chunks
 from backend.channels.telegram.inbound import read_message
 from backend.channels.telegram.outbound import Outbox
 from backend.channels.telegram.turns import TelegramTurns
+from backend.channels.telegram.update import PollingBot, read_update, update_id_of
 from backend.channels.turns import ChannelTurns
 from backend.metrics import CHANNEL_EVENTS
 from backend.storage.channel_updates import ChannelUpdate, Finished
@@ -69,7 +72,7 @@ class TelegramChannel:
         self.settings = settings
         self.status = ChannelStatus(tenant_id, name, CHANNEL, settings.mode)
         api = settings.api_base_url.rstrip("/")
-        self._bot = Bot(
+        self._bot = PollingBot(
             settings.token() or "",
             base_url=f"{api}/bot",
             base_file_url=f"{api}/file/bot",
@@ -156,13 +159,27 @@ class TelegramChannel:
                 "poll", functools.partial(self._updates_from, offset)
             )
             for update in updates:  # kept before the next call's offset confirms them
-                await self._inbox.keep(str(update.update_id), update.to_dict())
-            if updates:
-                offset = updates[-1].update_id + 1
+                await self._keep_polled(update)
+            ids = [update_id for u in updates if (update_id := update_id_of(u)) is not None]
+            if ids:
+                offset = max(ids) + 1
 
-    async def _updates_from(self, offset: int | None) -> tuple[Update, ...]:
-        return await self._bot.get_updates(
-            offset=offset, timeout=self.settings.poll_timeout_s, allowed_updates=ALLOWED_UPDATES
+    async def _keep_polled(self, raw: object) -> None:
+        """A polled update, read as a webhook's is."""
+        payload: dict[str, Any] = {}
+        update_id = update_id_of(raw)
+        try:
+            payload = checked_update(raw)
+            read_update(payload, self._bot)
+        except RefusedUpdate as exc:
+            name = str(update_id) if update_id is not None else fingerprint(repr(raw).encode())
+            await self._inbox.refuse(name, payload, exc.reason)
+            return
+        await self._inbox.keep(str(update_id), payload)
+
+    async def _updates_from(self, offset: int | None) -> list[object]:
+        return await self._bot.raw_updates(
+            offset=offset, wait_s=self.settings.poll_timeout_s, allowed_updates=ALLOWED_UPDATES
         )
 
     async def _with_retries(self, what: str, call: Callable[[], Awaitable[Any]]) -> Any:
@@ -183,19 +200,22 @@ class TelegramChannel:
             return NO_SUCH_BOT
         if not hmac.compare_digest(offered.encode(), expected.encode()):
             return WebhookAnswer(401, error_body("unauthorized", "wrong or missing secret token"))
+        payload: dict[str, Any] = {}
         try:
-            payload = json.loads(call.body)
-        except (ValueError, UnicodeDecodeError):
-            return WebhookAnswer(400, error_body("invalid_json", "the update is not JSON"))
-        if not isinstance(payload, dict) or not isinstance(payload.get("update_id"), int):
-            return WebhookAnswer(400, error_body("invalid_update", "an update needs an update_id"))
+            payload = read_body(call.body)
+            read_update(payload, self._bot)
+        except RefusedUpdate as exc:
+            update_id = update_id_of(payload)
+            name = fingerprint(call.body) if update_id is None else str(update_id)
+            await self._inbox.refuse(name, payload, exc.reason)
+            return refused(exc.reason)
         await self._inbox.keep(str(payload["update_id"]), payload)
         return WebhookAnswer(200, {"ok": True})
 
     async def _handle(
         self, platform_id: str, payload: dict[str, Any], chunks_sent: int
     ) -> Finished:
-        update = Update.de_json(payload, self._bot)
+        update = read_update(payload, self._bot)
         if update.callback_query is not None:
             await self._press(update)
             return "answered"

@@ -1,0 +1,109 @@
+"""Tenant isolation for chat channels' bodies: a bad body delivered with one tenant's proof
+(its bot's secret token, its app's signature) is recorded as refused under that tenant's bot
+only; the same body with the other tenant's proof at its path is 401 and recorded nowhere; and
+no tenant's refusal dedupes another's (the same body to both bots is two records)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from fastapi import FastAPI
+from sqlalchemy import select
+
+from backend.app import create_app
+from backend.providers.scripted import ScriptedProvider
+from backend.storage.tables import channel_updates
+from tests.channels.conftest import signed
+from tests.conftest import make_settings, serve
+from tests.fakes.dingtalk_server import FakeDingTalkServer
+from tests.fakes.telegram_server import FakeTelegramServer
+from tests.isolation.test_channel_isolation import (
+    DINGTALK_APPS,
+    SECRETS,
+    TENANTS,
+    _sessions,
+    dingtalk,
+    dingtalk_robot,
+    same_message,
+    telegram,
+    webhook_bot,
+)
+
+__all__ = ["dingtalk", "telegram"]  # the fixtures, shared with test_channel_isolation.py
+
+
+async def updates_by_tenant(app: FastAPI) -> dict[str, list[tuple[str, str]]]:
+    async with app.state.services.database.read() as conn:
+        rows = await conn.execute(
+            select(channel_updates.c.tenant_id, channel_updates.c.bot, channel_updates.c.status)
+        )
+        found: dict[str, list[tuple[str, str]]] = {}
+        for row in rows:
+            found.setdefault(row.tenant_id, []).append((row.bot, row.status))
+        return {tenant: sorted(rows) for tenant, rows in found.items()}
+
+
+BAD_TELEGRAM_BODIES = [
+    b'{"update_id": 1e400}',
+    b"[" * 5_000 + b"]" * 5_000,
+    b'{"update_id": 7, "message": "no message"}',
+]
+
+
+async def test_bad_bodies_to_one_tenants_bot_are_refused_there_and_nowhere_else(
+    telegram: FakeTelegramServer, dingtalk: FakeDingTalkServer, tmp_path: Path, database_url: str
+) -> None:
+    settings = make_settings(
+        database_url,
+        tmp_path,
+        auth={"mode": "keys"},
+        tenants={
+            tenant: {
+                "channels": {
+                    "tg": webhook_bot(telegram, tenant),
+                    "dt": dingtalk_robot(dingtalk, tenant, "callback"),
+                }
+            }
+            for tenant in TENANTS
+        },
+    )
+    app = create_app(settings, provider=ScriptedProvider(replies=["(unscripted)"]))
+    app_secret = {tenant: app_secret for tenant, (_, app_secret, _) in DINGTALK_APPS.items()}
+    bad_dingtalk = json.dumps(same_message(dingtalk)["acme"] | {"createAt": "soon"}).encode()
+    async with serve(app) as client:
+        tg = "X-Telegram-Bot-Api-Secret-Token"
+        crossed = [
+            await client.post("/channels/acme/tg", content=body, headers={tg: SECRETS["globex"]})
+            for body in BAD_TELEGRAM_BODIES
+        ] + [
+            await client.post(
+                "/channels/acme/dt",
+                content=bad_dingtalk,
+                headers=signed(secret=app_secret["globex"]),
+            )
+        ]
+        after_crossed = await updates_by_tenant(app)
+        own = [
+            await client.post("/channels/acme/tg", content=body, headers={tg: SECRETS["acme"]})
+            for body in BAD_TELEGRAM_BODIES
+        ] + [
+            await client.post(
+                "/channels/acme/dt", content=bad_dingtalk, headers=signed(secret=app_secret["acme"])
+            )
+        ]
+        after_own = await updates_by_tenant(app)
+        theirs = [
+            await client.post("/channels/globex/tg", content=body, headers={tg: SECRETS["globex"]})
+            for body in BAD_TELEGRAM_BODIES
+        ]
+        after_theirs = await updates_by_tenant(app)
+        sessions = [await _sessions(app, tenant) for tenant in TENANTS]
+
+    assert [r.status_code for r in crossed] == [401] * 4 and after_crossed == {}
+    assert [r.status_code for r in own] == [200] * 4 and all("refused" in r.json() for r in own)
+    assert after_own == {"acme": [("dt", "refused")] + [("tg", "refused")] * 3}
+    assert [r.status_code for r in theirs] == [200] * 3
+    assert after_theirs["globex"] == [("tg", "refused")] * 3
+    assert after_theirs["acme"] == after_own["acme"]
+    assert sessions == [[], []]
