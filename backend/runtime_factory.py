@@ -126,7 +126,7 @@ class RuntimeFactory:
             messages=MessageRepository(database, clock=clock),
             jobs=OverflowJobRepository(database),
             proposals=MemoryProposals(PendingMemoryRepository(database), store, clock=clock),
-            recall=Recall(archive=ArchiveReader(database), vectors=VectorRepository(database)),
+            recall=_recall(database),
             extra_tools=extra_tools,
             provider=provider,
             summarizer_provider=summarizer_provider,
@@ -328,6 +328,13 @@ class RuntimeFactory:
     ) -> None:
         memory_key = await self.store.scope_of(tenant_id=tenant_id, scope_key=scope_key)
         await self.recall.remember(tenant_id, memory_key, facts, retrieval.embedder)
+
+
+def _recall(database: Database) -> Recall:
+    """Memory's search indexes, told of every deletion this process makes."""
+    recall = Recall(archive=ArchiveReader(database), vectors=VectorRepository(database))
+    database.notices.listen(recall)
+    return recall
 
 
 def _budget(settings: Settings, model: ModelSettings) -> Budget:

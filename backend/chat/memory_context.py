@@ -131,7 +131,7 @@ class MemoryContext:
             for item, _ in chosen
             if item.is_turn and (self._retrieval.deletes_evicted or item.session_id != current)
         ]
-        gone = await recall.deleted(scope, index, checked)
+        gone = await recall.gone(scope, index, checked)
         chosen = [(item, line) for item, line in chosen if item.key not in gone]
         return PromptMemory(
             standing=[item.line() for item in standing],

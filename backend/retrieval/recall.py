@@ -18,13 +18,16 @@ from typing import TypeVar
 import numpy as np
 from sqlalchemy.exc import IntegrityError
 
+from backend.domain.messages import StoredMessage
 from backend.memory.entries import MemoryDocument
 from backend.retrieval.embedders import Embedder, EmbeddingFailed, Vectors
+from backend.retrieval.known_sessions import KnownSessions
 from backend.retrieval.recollections import Recollection, fact_recollection_of, turn_recollection
 from backend.retrieval.scope_index import ScopeIndex
-from backend.storage.archive import ArchiveReader
+from backend.storage.archive import ArchiveReader, SaidMessage
 from backend.storage.faults import as_storage_fault
 from backend.storage.memory_vectors import VectorRepository
+from backend.storage.notices import Deleted
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -42,6 +45,12 @@ class Scope:
     tenant_id: str
     memory_key: str
     user_keys: tuple[str, ...] | None
+
+    def holds(self, user_key: str | None) -> bool:
+        """Whether a session of end user `user_key` is one of the scope's."""
+        if self.user_keys is None:
+            return True
+        return user_key in self.user_keys if self.user_keys else not user_key
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,6 +70,7 @@ class Recall:
         self._vectors = vectors
         self._capacity = capacity
         self._indexes: OrderedDict[_IndexKey, ScopeIndex] = OrderedDict()
+        self._sessions = KnownSessions()  # where each session's words are said, and by whom
 
     async def refreshed(
         self,
@@ -75,12 +85,14 @@ class Recall:
         space = None if embedder is None else embedder.name
         index = self._index(_IndexKey(scope, space, search_archive))
         vectors = None if embedder is None else _VectorKeeper(embedder, self._vectors, scope)
+        asked = index.ask()
         async with index.refreshing:
             if index.facts_changed(document):
                 _, gone = index.sync_facts(document)
                 if vectors is not None:
                     await vectors.forget(gone, still=index)
-            if search_archive:
+            if search_archive and self._must_read(index, asked):
+                index.reading()
                 await self._catch_up(scope, index)
             if vectors is not None:
                 await vectors.give(index, index.unvectored(EMBED_BATCH))
@@ -97,13 +109,13 @@ class Recall:
             return None
         return np.asarray(vectors[0], dtype=np.float32)
 
-    async def deleted(
+    async def gone(
         self, scope: Scope, index: ScopeIndex, turns: Sequence[Recollection]
     ) -> set[int]:
-        """The keys of those `turns` deleted since they were indexed (by any process); the
-        index forgets them."""
+        """The keys of those `turns` deleted since they were indexed by another process (this
+        one's deletions are forgotten as they happen); the index forgets them."""
         ids = {item.key for item in turns}
-        if not ids:
+        if not ids or not self._archive.is_shared:
             return set()
         gone = ids - await self._archive.existing(tenant_id=scope.tenant_id, ids=ids)
         index.drop(gone)
@@ -117,6 +129,40 @@ class Recall:
             return
         keeper = _VectorKeeper(embedder, self._vectors, Scope(tenant_id, memory_key, None))
         await keeper.give(None, [fact_recollection_of(fact) for fact in dict.fromkeys(facts)])
+
+    def said(self, tenant_id: str, message: StoredMessage) -> None:
+        """Add a message this process just stored to the indexes of its tenant that follow the
+        notices (the database is this process's alone): each then needs no query for it. A
+        message of a session an index has not met yet makes it read instead."""
+        if self._archive.is_shared or message.status != "complete":
+            return
+        session = self._sessions.get(message.session_id)
+        for key, index in self._indexes.items():
+            if key.scope.tenant_id != tenant_id or not key.has_archive:
+                continue
+            if session is None:
+                index.read_from(message.id - 1)
+            elif key.scope.holds(session.user_key):
+                said = SaidMessage(
+                    id=message.id,
+                    session_id=message.session_id,
+                    role=message.role,
+                    content=message.content,
+                    created_at=message.created_at,
+                    origin=session.origin,
+                    user_key=session.user_key,
+                )
+                index.add_turns([turn_recollection(said)])
+
+    def deleted(self, deleted: Deleted) -> None:
+        """Drop messages deleted in this process from every index of their tenant."""
+        for key, index in self._indexes.items():
+            if key.scope.tenant_id == deleted.tenant_id:
+                index.drop(
+                    item.key
+                    for item in list(index.items.values())
+                    if item.is_turn and deleted.covers(item.session_id, item.key)
+                )
 
     def close(self) -> None:
         for index in self._indexes.values():
@@ -133,17 +179,30 @@ class Recall:
         self._indexes.move_to_end(key)
         return index
 
+    def _must_read(self, index: ScopeIndex, asked: int) -> bool:
+        """Whether the refresh `asked` reads what was said since: on a shared database unless
+        a read began after it was asked for; on this process's own, only when the notices
+        cannot tell (the index is new, or met a session it did not know)."""
+        if self._archive.is_shared:
+            return not index.is_read_since(asked)
+        return index.unread_after is not None
+
     async def _catch_up(self, scope: Scope, index: ScopeIndex) -> None:
+        after = index.said_after if index.unread_after is None else index.unread_after
+        index.read_from(None)
         while True:
             said = await self._archive.said_after(
                 tenant_id=scope.tenant_id,
                 user_keys=scope.user_keys,
-                after_id=index.said_after,
+                after_id=after,
                 limit=ARCHIVE_BATCH,
             )
+            for message in said:
+                self._sessions.meet(message.session_id, message.origin, message.user_key)
             index.add_turns([turn_recollection(message) for message in said])
             if len(said) < ARCHIVE_BATCH:
                 return
+            after = said[-1].id
 
 
 class _VectorKeeper:

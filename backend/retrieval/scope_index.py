@@ -61,6 +61,13 @@ class ScopeIndex:
         self.vectors = VectorIndex()
         self.items: dict[int, Recollection] = {}
         self.said_after = 0  # the newest message id indexed
+        # What is still to be read from the database (all of it, for a new index): the id
+        # after which; None when every message said is indexed.
+        self.unread_after: int | None = 0
+        # Refreshes asked for, and how many of them the latest read of the messages began
+        # after: a read that began after a refresh was asked for found everything said before.
+        self._asked = 0
+        self._read_after = 0
         self.refreshing = asyncio.Lock()  # one refresh at a time; searches need none
         self._facts: dict[tuple[str, int], int] = {}  # (entry id, fact number) -> key
         self._fingerprint: tuple[int, str, str] | None = None
@@ -74,6 +81,27 @@ class ScopeIndex:
 
     def close(self) -> None:
         self.keywords.close()
+
+    def read_from(self, after: int | None) -> None:
+        """Note that messages after id `after` must be read (None: none must)."""
+        if after is None or self.unread_after is None:
+            self.unread_after = after
+        else:
+            self.unread_after = min(self.unread_after, after)
+
+    def ask(self) -> int:
+        """Note a refresh asked for now; its number."""
+        self._asked += 1
+        return self._asked
+
+    def reading(self) -> None:
+        """Note a read of the messages beginning now: it covers every refresh asked so far."""
+        self._read_after = self._asked
+
+    def is_read_since(self, asked: int) -> bool:
+        """Whether a read of the messages began after refresh `asked` was asked for (then
+        turns waiting on one another under load share one read)."""
+        return self._read_after >= asked
 
     @property
     def fact_count(self) -> int:

@@ -32,11 +32,13 @@ class SaidMessage:
     content: str
     created_at: datetime
     origin: str  # where it was said, as memory lines name it (`web`, `telegram:helper:42`)
+    user_key: str | None = None  # the end user of its session
 
 
 class ArchiveReader:
     def __init__(self, database: Database) -> None:
         self._db = database
+        self.is_shared = database.is_shared  # other processes may delete what it read
 
     async def said_after(
         self, *, tenant_id: str, user_keys: Sequence[str] | None, after_id: int, limit: int
@@ -78,6 +80,7 @@ def _scope_messages(sessions_of: ColumnElement[bool] | None) -> Select[Any]:
             messages.c.created_at,
             sessions.c.channel,
             sessions.c.external_key,
+            sessions.c.user_key,
         )
         .join(sessions, sessions.c.id == messages.c.session_id)
         .where(
@@ -109,4 +112,5 @@ def _said(row: Any) -> SaidMessage:
         content=row.content,
         created_at=aware(row.created_at),
         origin=origin_of(row.channel, row.external_key),
+        user_key=row.user_key,
     )

@@ -21,6 +21,7 @@ from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 
 from backend.storage.faults import as_storage_fault
+from backend.storage.notices import MessageNotices
 
 if TYPE_CHECKING:
     from backend.settings import DatabaseSettings
@@ -51,6 +52,13 @@ class Database:
         # One writer at a time in this process: on SQLite writers then wait in the event
         # loop (fair, FIFO) instead of sleeping in SQLite's busy handler.
         self._write_lock: asyncio.Lock | None = asyncio.Lock() if self.is_sqlite else None
+        self.notices = MessageNotices()  # what this process did to messages, for copies
+
+    @property
+    def is_shared(self) -> bool:
+        """Whether other processes may write it too (PostgreSQL); a SQLite database has one
+        serving process, so whatever changes it passes through this one."""
+        return not self.is_sqlite
 
     @asynccontextmanager
     async def read(self) -> AsyncIterator[AsyncConnection]:

@@ -233,7 +233,7 @@ class MessageRepository:
         idempotency_key: str | None = None,
     ) -> StoredMessage:
         async with self._db.write() as conn:
-            return await insert_message(
+            message = await insert_message(
                 conn,
                 tenant_id=tenant_id,
                 session_id=session_id,
@@ -245,6 +245,8 @@ class MessageRepository:
                 idempotency_key=idempotency_key,
                 now=self._clock(),
             )
+        self._db.notices.said(tenant_id, message)
+        return message
 
     async def add_reply(
         self,
@@ -283,9 +285,10 @@ class MessageRepository:
                     await link_tool_conversations(
                         conn, tenant_id=tenant_id, turn_id=turn_id, message_id=reply.id
                     )
-                return reply
         except IntegrityError as exc:  # the session was deleted while the turn ran
             raise SessionNotFound(session_id) from exc
+        self._db.notices.said(tenant_id, reply)
+        return reply
 
     async def record_failure(
         self, *, tenant_id: str, message_id: int, failure: TurnFailure, resume_key: str

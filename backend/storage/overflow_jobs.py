@@ -15,6 +15,7 @@ from sqlalchemy.exc import IntegrityError
 
 from backend.domain.text import storable_text
 from backend.storage.database import Database
+from backend.storage.notices import Deleted
 from backend.storage.overflow_job_rows import (
     ACTIVE,
     JobKind,
@@ -276,7 +277,8 @@ class OverflowJobRepository:
             if closed.rowcount != 1:
                 return
             await conn.execute(update(sessions).where(owned).values(**values))
-            if delete_evicted and job.kind == "overflow":
+            is_deleting = delete_evicted and job.kind == "overflow"
+            if is_deleting:
                 await conn.execute(
                     delete(messages).where(
                         messages.c.tenant_id == job.tenant_id,
@@ -284,6 +286,11 @@ class OverflowJobRepository:
                         messages.c.id.between(job.first_message_id, job.last_message_id),
                     )
                 )
+        if is_deleting:
+            deleted = Deleted(
+                job.tenant_id, job.session_id, job.first_message_id, job.last_message_id
+            )
+            self._db.notices.deleted(deleted)
 
     async def summary_covering(
         self, *, tenant_id: str, session_id: str, last_message_id: int

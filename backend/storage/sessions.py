@@ -15,6 +15,7 @@ from backend.domain.messages import Session
 from backend.domain.text import storable_text
 from backend.errors import SessionNotFound
 from backend.storage.database import Database
+from backend.storage.notices import Deleted
 from backend.storage.tables import messages, sessions, tool_conversations
 from backend.storage.timestamps import aware
 
@@ -225,6 +226,7 @@ class SessionRepository:
                     )
                 )
             await conn.execute(delete(sessions).where(owned))
+        self._db.notices.deleted(Deleted(tenant_id, session_id))
 
 
 def _escape_like(text: str) -> str:

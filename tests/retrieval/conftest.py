@@ -50,20 +50,24 @@ class Archive:
         session = await SessionRepository(self.database).create(
             tenant_id=tenant_id, channel="api", user_key=user
         )
+        await self.say(session.id, *lines, tenant_id=tenant_id)
+        return session.id
+
+    async def say(self, session_id: str, *lines: str, tenant_id: str = "default") -> None:
+        """The user says `lines` in a session (each answered "Noted.")."""
         messages = MessageRepository(self.database)
-        for number, line in enumerate(lines):
-            turn = f"{session.id}-{number}"
+        for line in lines:
+            turn = f"turn-{line[:20]}-{len(line)}"
             await messages.add_user(
-                tenant_id=tenant_id, session_id=session.id, turn_id=turn, user_input=UserInput(line)
+                tenant_id=tenant_id, session_id=session_id, turn_id=turn, user_input=UserInput(line)
             )
             await messages.add_reply(
                 tenant_id=tenant_id,
-                session_id=session.id,
+                session_id=session_id,
                 turn_id=turn,
                 content="Noted.",
                 status="complete",
             )
-        return session.id
 
     async def find(
         self, query: str, *, scope: Scope = TENANT, memory: str = "", limit: int = 10
@@ -71,7 +75,7 @@ class Archive:
         index = await self.recall.refreshed(scope, parse_document(memory), self.embedder)
         vector = await self.recall.embed_query(query, self.embedder)
         ranked = rank(index, search_terms(query), vector, limit=limit, is_excluded=lambda _: False)
-        gone = await self.recall.deleted(scope, index, [item for item in ranked if item.is_turn])
+        gone = await self.recall.gone(scope, index, [item for item in ranked if item.is_turn])
         return [item for item in ranked if item.key not in gone]
 
 
@@ -82,5 +86,6 @@ def texts(found: Sequence[Recollection]) -> list[str]:
 @pytest.fixture
 async def archive(database: Database) -> AsyncIterator[Archive]:
     recall = Recall(archive=ArchiveReader(database), vectors=VectorRepository(database))
+    database.notices.listen(recall)  # as composition wires it
     yield Archive(database, recall, BuiltinEmbedder())
     recall.close()

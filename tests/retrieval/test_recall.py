@@ -4,8 +4,10 @@ kept with the memory, and nothing corrected or deleted coming back."""
 
 from __future__ import annotations
 
+import asyncio
 import datetime as dt
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 import pytest
@@ -15,7 +17,8 @@ from backend.memory.entries import format_line, parse_document
 from backend.retrieval.embedders import BuiltinEmbedder, EmbeddingFailed, ProviderEmbedder, Vectors
 from backend.retrieval.recall import Recall, Scope
 from backend.settings import ProviderSettings
-from backend.storage.archive import ArchiveReader
+from backend.storage.archive import ArchiveReader, SaidMessage
+from backend.storage.database import Database
 from backend.storage.memory_vectors import VectorRepository
 from backend.storage.sessions import SessionRepository
 from backend.storage.tables import memory_vectors
@@ -89,6 +92,20 @@ async def test_a_deleted_sessions_messages_never_come_back(archive: Archive) -> 
     assert texts(await archive.find("passport number")) == ["My passport number is X1234567."]
 
     await SessionRepository(archive.database).delete(tenant_id="default", session_id=gone)
+
+    assert await archive.find("passport number") == []
+
+
+async def test_a_session_deleted_by_another_process_never_comes_back(
+    archive: Archive, database_url: str
+) -> None:
+    if not archive.database.is_shared:
+        pytest.skip("a SQLite database has one serving process: its deletions are told")
+    gone = await archive.session("My passport number is X7654321.")
+    assert texts(await archive.find("passport number")) == ["My passport number is X7654321."]
+    other_process = Database(database_url)  # its deletions are not told to this Recall
+    await SessionRepository(other_process).delete(tenant_id="default", session_id=gone)
+    await other_process.dispose()
 
     assert await archive.find("passport number") == []
 
@@ -221,3 +238,63 @@ def test_normalised_rows_have_unit_length() -> None:
 
     rows = normalised([[3.0, 4.0], [0.0, 0.0]])
     assert np.allclose(np.linalg.norm(rows[0]), 1.0) and not rows[1].any()
+
+
+class HeldReader(ArchiveReader):
+    """Counts its reads; the first waits until it is let go."""
+
+    def __init__(self, archive: Archive) -> None:
+        super().__init__(archive.database)
+        self.reads = 0
+        self.reading = asyncio.Event()
+        self.let_go = asyncio.Event()
+
+    async def said_after(self, **asked: Any) -> list[SaidMessage]:
+        self.reads += 1
+        if self.reads == 1:
+            self.reading.set()
+            await self.let_go.wait()
+        return await super().said_after(**asked)
+
+
+async def test_refreshes_waiting_on_one_another_share_one_read_and_miss_nothing(
+    archive: Archive,
+) -> None:
+    reader = HeldReader(archive)
+    recall = Recall(archive=reader, vectors=VectorRepository(archive.database))
+    archive.database.notices.listen(recall)
+    await archive.session("The boat is moored at pier 9.")
+    first = asyncio.create_task(recall.refreshed(TENANT, parse_document(""), None))
+    await reader.reading.wait()
+    await archive.session("The spare oars are in the shed.")  # said after that read began
+    waiting = [
+        asyncio.create_task(recall.refreshed(TENANT, parse_document(""), None)) for _ in range(4)
+    ]
+    await asyncio.sleep(0)  # one turn of the loop: each asks, then waits for the first
+    reader.let_go.set()
+    indexes = await asyncio.gather(first, *waiting)
+    recall.close()
+
+    assert reader.reads == 2  # the first, and one for the four that asked during it
+    texts_indexed = {item.text for item in indexes[-1].items.values()}
+    assert {"The boat is moored at pier 9.", "The spare oars are in the shed."} <= texts_indexed
+
+
+async def test_on_a_database_of_its_own_a_message_said_is_indexed_with_no_query(
+    archive: Archive,
+) -> None:
+    reader = HeldReader(archive)
+    reader.let_go.set()
+    recall = Recall(archive=reader, vectors=VectorRepository(archive.database))
+    archive.database.notices.listen(recall)
+    archive.recall = recall
+    session = await archive.session("The kayak is blue.")
+    await archive.find("kayak")
+    await archive.say(session, "The paddles are in the garage.")
+
+    found = texts(await archive.find("Where are the paddles?"))
+    recall.close()
+
+    assert found == ["The paddles are in the garage."]
+    # SQLite: the notice brought it; PostgreSQL, shared with other processes: a second read.
+    assert reader.reads == (2 if archive.database.is_shared else 1)
