@@ -204,5 +204,8 @@ class MemoryContext:
 def _is_near_copy(words: frozenset[str], earlier: frozenset[str]) -> bool:
     """Most words of the longer are the shorter's too: a question asked again, a message
     repeated with another number."""
+    longer = max(len(words), len(earlier))
+    if min(len(words), len(earlier)) < NEAR_COPY * longer:
+        return False  # too different in length to share that much (no set built)
     shared = len(words & earlier)
-    return shared > 0 and shared >= NEAR_COPY * max(len(words), len(earlier))
+    return shared > 0 and shared >= NEAR_COPY * longer
