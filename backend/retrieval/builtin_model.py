@@ -25,6 +25,7 @@ DIMENSIONS = 256
 WEIGHTS = Path("weights/l2_supercat_256.safetensors")
 TOKENIZER = Path("tokenizers/l2_supercat_tokenizer_config.json")
 TENSOR = "embedding.weight"
+SEQUENTIAL = 8  # texts encoded one by one; more go through the tokenizer's batch
 
 
 class BuiltinModel:
@@ -36,7 +37,10 @@ class BuiltinModel:
         """Each text's token embeddings averaged (a row of zeros for a text with no tokens);
         not normalised."""
         rows = np.zeros((len(texts), DIMENSIONS), dtype=np.float32)
-        encoded = self._tokenizer.encode_batch(list(texts), add_special_tokens=False)
+        if len(texts) <= SEQUENTIAL:  # a turn's few: a batch wakes a thread pool for nothing
+            encoded = [self._tokenizer.encode(text, add_special_tokens=False) for text in texts]
+        else:
+            encoded = self._tokenizer.encode_batch(list(texts), add_special_tokens=False)
         last = self._weights.shape[0] - 1
         for row, encoding in enumerate(encoded):
             if encoding.ids:
