@@ -12,7 +12,6 @@ from pathlib import Path
 from typing import Any
 
 from backend.api.auth import DEFAULT_TENANT
-from backend.channel_settings import ChannelSettings
 from backend.channels.bot_runner import check_bots
 from backend.chat.linking import Linking
 from backend.chat.prompts import TemplateProblem
@@ -32,7 +31,8 @@ from backend.providers.base import ChatProvider
 from backend.providers.outcomes import ProviderOutcomes
 from backend.runtime_factory import RuntimeFactory
 from backend.settings import Settings, layered_overrides, tenant_settings
-from backend.settings_errors import describe_problems
+from backend.settings.channels import ChannelSettings
+from backend.settings.problems import describe_problems
 from backend.storage.admin_operations import AdminOperationRepository
 from backend.storage.audit import AuditLog
 from backend.storage.database import open_database, pool_budget_problem

@@ -9,7 +9,6 @@ import logging
 from collections.abc import AsyncIterator, Iterable
 from contextlib import asynccontextmanager
 
-from backend.channel_settings import ChannelSettings
 from backend.channels.base import Channel, ChannelStatus
 from backend.channels.context import ChannelServices
 from backend.channels.registry import build_channel
@@ -17,6 +16,7 @@ from backend.chat.failpoints import Failpoints
 from backend.chat.services import Services
 from backend.errors import ConfigError, NotFound
 from backend.settings import DEFAULT_TENANT
+from backend.settings.channels import ChannelSettings
 from backend.storage.channel_updates import ChannelUpdateRepository
 
 log = logging.getLogger(__name__)

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 
-from backend.channel_settings import ChannelSettings, DingTalkRobotSettings, TelegramBotSettings
 from backend.channels.base import Channel
 from backend.channels.context import ChannelServices
+from backend.settings.channels import ChannelSettings, DingTalkRobotSettings, TelegramBotSettings
 
 ChannelFactory = Callable[[str, str, ChannelSettings, ChannelServices], Channel]
 

@@ -20,7 +20,7 @@ from backend.memory.base import MemoryEntryNotFound, MemoryStore, MemoryUnavaila
 from backend.memory.entries import FACT_SEPARATOR, MemoryEntry, NewEntry, Provenance
 from backend.memory.proposals import Confirmation
 from backend.metrics import SUMMARIZER_RUNS, TOKENS
-from backend.pricing import Charge
+from backend.settings.pricing import Charge
 from backend.storage.messages import MessageRepository
 from backend.storage.overflow_jobs import OverflowJob, OverflowJobRepository
 from backend.storage.usage import UsageDay

@@ -30,7 +30,7 @@ from backend.domain.events import (
 from backend.domain.inbound import origin_of
 from backend.domain.messages import Session, StoredMessage, Usage, UserInput
 from backend.errors import Conflict, EmptyReply, InvalidInput, TallyError, TurnCancelled
-from backend.pricing import charge
+from backend.settings.pricing import charge
 from backend.storage.faults import as_storage_fault
 from backend.storage.messages import MessageRepository
 from backend.storage.tool_conversations import ToolConversationRepository

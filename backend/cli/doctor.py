@@ -15,7 +15,6 @@ from typing import Literal
 from sqlalchemy import text
 from sqlalchemy.exc import SQLAlchemyError
 
-from backend.channel_settings import ChannelSettings
 from backend.channels.bot_runner import bot_key_path
 from backend.channels.registry import WHOAMI
 from backend.composition import check_settings, complete_config_error
@@ -25,9 +24,10 @@ from backend.errors import ConfigError, TallyError
 from backend.model_choice import choose_provider
 from backend.providers.base import ChatProvider
 from backend.settings import Settings, load_settings, tenant_settings
+from backend.settings.channels import ChannelSettings
+from backend.settings.tools import McpServerSettings
 from backend.storage.database import open_database
 from backend.storage.migrate import migrate
-from backend.tool_settings import McpServerSettings
 from backend.tools.mcp_connection import PING_EVERY_S, McpConnection
 
 Outcome = Literal["ok", "WARN", "FAIL"]

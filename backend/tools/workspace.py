@@ -17,7 +17,7 @@ from itertools import islice
 from pathlib import Path
 
 from backend.settings import TENANT_ID
-from backend.tool_settings import WorkspaceSettings
+from backend.settings.tools import WorkspaceSettings
 from backend.tools.base import Tool, ToolContext, ToolFailed
 from backend.tools.workspace_paths import (
     MAX_DEPTH,

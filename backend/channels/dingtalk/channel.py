@@ -14,7 +14,6 @@ import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from backend.channel_settings import DingTalkRobotSettings
 from backend.channels.backoff import until_it_works
 from backend.channels.base import (
     NO_SUCH_BOT,
@@ -40,6 +39,7 @@ from backend.chat.user_input import image_part, image_type
 from backend.domain.inbound import InboundMessage, Sender
 from backend.domain.messages import ImagePart, UserInput
 from backend.metrics import CHANNEL_EVENTS
+from backend.settings.channels import DingTalkRobotSettings
 from backend.storage.channel_updates import Finished
 
 log = logging.getLogger(__name__)

@@ -20,7 +20,6 @@ from telegram import Bot, BotCommand, InlineKeyboardButton, InlineKeyboardMarkup
 from telegram.error import TelegramError
 from telegram.request import HTTPXRequest
 
-from backend.channel_settings import TelegramBotSettings
 from backend.channels.backoff import until_it_works
 from backend.channels.base import (
     NO_SUCH_BOT,
@@ -51,6 +50,7 @@ from backend.channels.telegram.turns import TelegramTurns
 from backend.channels.telegram.update import PollingBot, read_update, update_id_of
 from backend.channels.turns import ChannelTurns
 from backend.metrics import CHANNEL_EVENTS
+from backend.settings.channels import TelegramBotSettings
 from backend.storage.channel_updates import ChannelUpdate, Finished
 
 CHANNEL = "telegram"

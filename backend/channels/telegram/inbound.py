@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from telegram import Chat, Message, MessageEntity
 
-from backend.channel_settings import TelegramBotSettings
 from backend.channels.commands import Ask, Command, Request, is_allowed
+from backend.settings.channels import TelegramBotSettings
 
 
 def read_message(

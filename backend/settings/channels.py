@@ -11,7 +11,7 @@ from urllib.parse import urlsplit
 
 from pydantic import Field, model_validator
 
-from backend.settings_base import EnvName, Strict
+from backend.settings.base import EnvName, Strict
 
 BOT_NAME = re.compile(r"[a-z0-9][a-z0-9_-]{0,63}")
 TELEGRAM_API = "https://api.telegram.org"

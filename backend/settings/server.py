@@ -9,7 +9,7 @@ from typing import Literal
 from pydantic import Field, field_validator
 
 from backend.domain.hosts import host_name
-from backend.settings_base import Strict
+from backend.settings.base import Strict
 from backend.storage.database import Pools
 
 
