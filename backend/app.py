@@ -40,6 +40,7 @@ from backend.channels.bot_runner import run_bots
 from backend.chat.admin_operations import AdminOperations
 from backend.composition import ADMIN_KEY_ENV, build_services
 from backend.domain.clock import utc_now
+from backend.domain.tenants import DEFAULT_TENANT
 from backend.metrics import process_stopped
 from backend.providers.base import ChatProvider
 from backend.resources import frontend_dir
@@ -48,7 +49,6 @@ from backend.tools.base import Tool
 
 log = logging.getLogger("tally")
 
-DEFAULT_TENANT = "default"
 FRONTEND = frontend_dir()
 # The HTTP parser's bound on a header block still arriving; the request line and line ends
 # come on top of the headers that RequestHeadCheck counts.

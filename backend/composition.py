@@ -11,7 +11,6 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from backend.api.auth import DEFAULT_TENANT
 from backend.channels.bot_runner import check_bots
 from backend.chat.linking import Linking
 from backend.chat.prompts import TemplateProblem
@@ -24,6 +23,7 @@ from backend.chat.turn import TurnRunner
 from backend.chat.turn_lock import SessionLocks
 from backend.coordination.choice import open_coordinator
 from backend.domain.clock import utc_now
+from backend.domain.tenants import DEFAULT_TENANT
 from backend.errors import ConfigError
 from backend.memory.base import MemoryWriteFailed
 from backend.memory.file_store import FileMemoryStore

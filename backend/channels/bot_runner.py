@@ -14,8 +14,8 @@ from backend.channels.context import ChannelServices
 from backend.channels.registry import build_channel
 from backend.chat.failpoints import Failpoints
 from backend.chat.services import Services
+from backend.domain.tenants import DEFAULT_TENANT
 from backend.errors import ConfigError, NotFound
-from backend.settings import DEFAULT_TENANT
 from backend.settings.channels import ChannelSettings
 from backend.storage.channel_updates import ChannelUpdateRepository
 

@@ -40,11 +40,12 @@ from backend.domain.events import (
 )
 from backend.domain.inbound import InboundMessage
 from backend.domain.messages import Session, StoredMessage, UserInput
+from backend.domain.tenants import DEFAULT_TENANT
 from backend.domain.wording import count
 from backend.errors import NotFound, SessionNotFound, TallyError, TurnCancelled
 from backend.settings import Settings
 
-TENANT = "default"
+TENANT = DEFAULT_TENANT
 PROMPT = "you> "
 RECAP_MESSAGES = 10  # `--session`: the newest messages of the window shown before the prompt
 RECAP_CHARS = 500

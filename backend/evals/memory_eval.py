@@ -36,6 +36,7 @@ from backend.domain.events import TurnCompleted
 from backend.domain.inbound import InboundMessage
 from backend.domain.messages import UserInput
 from backend.domain.requests import ChatRequest
+from backend.domain.tenants import DEFAULT_TENANT
 from backend.errors import ConfigError, TallyError
 from backend.evals.memory_facts import REPLY, Fact, Script, build_script, max_facts
 from backend.evals.memory_report import ProbeOutcome, Report, render
@@ -49,7 +50,7 @@ from backend.settings import Settings, parse_settings
 
 log = logging.getLogger("tally")
 
-TENANT = "default"
+TENANT = DEFAULT_TENANT
 USER_KEY = "memory-eval"  # the end user, for `memory.scope: user`
 SummarizerKind = Literal["configured", "builtin"]
 SUMMARIZER_CALLS = ("ok", "fallback", "failed")  # tally_summarizer_runs outcomes that called

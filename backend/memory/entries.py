@@ -26,6 +26,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from functools import cached_property
 
+from backend.domain.tenants import DEFAULT_TENANT
 from backend.errors import InvalidInput
 
 MAX_SOURCE_LENGTH = 200  # the `memory_entries.source` column; both stores share the limit
@@ -364,7 +365,9 @@ def standard_header(tenant_id: str, scope_key: str) -> tuple[str, ...]:
     if scope_key:
         owner = f"for one user of tenant {tenant_id}"
     else:
-        owner = "for the default tenant" if tenant_id == "default" else f"for tenant {tenant_id}"
+        owner = (
+            "for the default tenant" if tenant_id == DEFAULT_TENANT else f"for tenant {tenant_id}"
+        )
     return (
         f"# MEMORY.md — Tally's long-term memory {owner}",
         "#",

@@ -7,8 +7,6 @@ loading and the per-tenant overrides; `base` and `problems` are what every secti
 Nothing here imports a package above `domain/`: every layer reads the settings.
 """
 
-from backend.settings.config import DEFAULT_TENANT as DEFAULT_TENANT
-from backend.settings.config import TENANT_ID as TENANT_ID
 from backend.settings.config import PersonaSettings as PersonaSettings
 from backend.settings.config import Settings as Settings
 from backend.settings.config import file_only_problems as file_only_problems

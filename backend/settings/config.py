@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import logging
 import os
-import re
 from collections.abc import Collection, Sequence
 from pathlib import Path
 from typing import Any, Literal
@@ -20,6 +19,7 @@ from pydantic import (
     field_validator,
 )
 
+from backend.domain.tenants import DEFAULT_TENANT, TENANT_ID
 from backend.errors import ConfigError
 from backend.resources import prompts_dir as bundled_prompts
 from backend.settings.base import Strict
@@ -250,12 +250,10 @@ TENANT_SECTIONS = (
     "quotas",
     "channels",
 )
-DEFAULT_TENANT = "default"
 OPERATOR_ONLY = {"memory": ("path", "store")}
 # Set in config.yaml's `tenants:` only, never through the admin API: an MCP server's command
 # runs on the operator's host.
 FILE_ONLY = {"tools": ("mcp_servers",)}
-TENANT_ID = re.compile(r"[a-z0-9][a-z0-9_-]{0,63}")
 
 
 def tenant_settings(
