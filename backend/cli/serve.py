@@ -69,7 +69,7 @@ def run_server(
 def _serve(
     settings: Settings, listening: socket.socket, listen: Mapping[str, object], workers: int
 ) -> int:
-    from backend.composition import check_settings
+    from backend.composition.build import check_settings
 
     if workers > settings.database.processes:  # the pool budget counts this host's workers
         database = settings.database.model_copy(update={"processes": workers})

@@ -25,10 +25,10 @@ from typing import Any, Self, TypeVar
 
 from backend.chat.runtime import TenantRuntime
 from backend.chat.service import ChatService
-from backend.chat.services import Services
 from backend.chat.turn_handle import TurnHandle
 from backend.cli.terminal_markdown import MarkdownStream, render_markdown
-from backend.composition import build_services
+from backend.composition.build import build_services
+from backend.composition.services import Services
 from backend.domain.events import (
     RetryScheduled,
     TextDelta,

@@ -30,8 +30,9 @@ from typing import Any, Literal
 
 from backend.chat.builtin_summary_model import BuiltinSummaryModel
 from backend.chat.prompts import PromptRenderer
-from backend.chat.services import Services
-from backend.composition import build_services
+from backend.composition.build import build_services
+from backend.composition.model_choice import choose_model
+from backend.composition.services import Services
 from backend.domain.events import TurnCompleted
 from backend.domain.inbound import InboundMessage
 from backend.domain.messages import UserInput
@@ -42,7 +43,6 @@ from backend.evals.memory_facts import REPLY, Fact, Script, build_script, max_fa
 from backend.evals.memory_report import ProbeOutcome, Report, render
 from backend.evals.mentions import Haystack
 from backend.metrics import REGISTRY
-from backend.model_choice import choose_model
 from backend.providers.base import ChatProvider
 from backend.providers.registry import build_chat_provider
 from backend.providers.scripted import ScriptedProvider

@@ -8,7 +8,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
 from backend.chat.revert import revert_line
-from backend.chat.services import Services
+from backend.composition.services import Services
 from backend.errors import TallyError
 
 RAW_SOURCE = "auto-raw"
