@@ -40,10 +40,10 @@ from backend.channels.bot_runner import run_bots
 from backend.composition.build import ADMIN_KEY_ENV, build_services
 from backend.domain.clock import utc_now
 from backend.domain.tenants import DEFAULT_TENANT
-from backend.metrics import process_stopped
+from backend.host.shipped_files import frontend_dir
+from backend.metrics.registry import process_stopped
 from backend.operations.runner import AdminOperations
 from backend.providers.base import ChatProvider
-from backend.resources import frontend_dir
 from backend.settings import Settings, load_settings
 from backend.tools.base import Tool
 

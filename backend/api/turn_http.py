@@ -15,7 +15,7 @@ from fastapi.responses import JSONResponse, StreamingResponse
 
 from backend.api.errors import error_response, retry_after_header
 from backend.domain.events import TurnFailed
-from backend.metrics import ACTIVE_STREAMS
+from backend.metrics.registry import ACTIVE_STREAMS
 
 KEEPALIVE = b": keep-alive\n\n"  # an SSE comment: every client skips it
 SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}

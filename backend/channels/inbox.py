@@ -20,7 +20,7 @@ from typing import Any
 
 from backend.channels.base import ChannelStatus, note_refused
 from backend.channels.context import ChannelServices
-from backend.metrics import CHANNEL_EVENTS
+from backend.metrics.registry import CHANNEL_EVENTS
 from backend.storage.channel_updates import ChannelUpdate, Finished
 
 log = logging.getLogger(__name__)

@@ -42,7 +42,7 @@ from backend.errors import ConfigError, TallyError
 from backend.evals.memory_facts import REPLY, Fact, Script, build_script, max_facts
 from backend.evals.memory_report import ProbeOutcome, Report, render
 from backend.evals.mentions import Haystack
-from backend.metrics import REGISTRY
+from backend.metrics.registry import REGISTRY
 from backend.providers.base import ChatProvider
 from backend.providers.registry import build_chat_provider
 from backend.providers.scripted import ScriptedProvider

@@ -21,7 +21,7 @@ from pydantic import (
 
 from backend.domain.tenants import DEFAULT_TENANT, TENANT_ID
 from backend.errors import ConfigError
-from backend.resources import prompts_dir as bundled_prompts
+from backend.host.shipped_files import prompts_dir as bundled_prompts
 from backend.settings.base import Strict
 from backend.settings.channels import ChannelSettings, bot_name_problems
 from backend.settings.coordination import CoordinationSettings

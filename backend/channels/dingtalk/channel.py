@@ -38,7 +38,7 @@ from backend.channels.turns import ChannelTurns, title_for
 from backend.chat.user_input import image_part, image_type
 from backend.domain.inbound import InboundMessage, Sender
 from backend.domain.messages import ImagePart, UserInput
-from backend.metrics import CHANNEL_EVENTS
+from backend.metrics.registry import CHANNEL_EVENTS
 from backend.settings.channels import DingTalkRobotSettings
 from backend.storage.channel_updates import Finished
 

@@ -49,7 +49,7 @@ from backend.channels.telegram.outbound import Outbox
 from backend.channels.telegram.turns import TelegramTurns
 from backend.channels.telegram.update import PollingBot, read_update, update_id_of
 from backend.channels.turns import ChannelTurns
-from backend.metrics import CHANNEL_EVENTS
+from backend.metrics.registry import CHANNEL_EVENTS
 from backend.settings.channels import TelegramBotSettings
 from backend.storage.channel_updates import ChannelUpdate, Finished
 
