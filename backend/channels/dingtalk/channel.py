@@ -40,7 +40,7 @@ from backend.domain.inbound import InboundMessage, Sender
 from backend.domain.messages import ImagePart, UserInput
 from backend.metrics.registry import CHANNEL_EVENTS
 from backend.settings.channels import DingTalkRobotSettings
-from backend.storage.channel_updates import Finished
+from backend.storage.channel_updates import UpdateOutcome
 
 log = logging.getLogger(__name__)
 
@@ -175,7 +175,7 @@ class DingTalkChannel:
 
     async def _handle(
         self, platform_id: str, payload: dict[str, Any], chunks_sent: int
-    ) -> Finished:
+    ) -> UpdateOutcome:
         message = parse(payload)
         request = read_message(message, self.settings)
         if request is None:

@@ -51,7 +51,7 @@ from backend.channels.telegram.update import PollingBot, read_update, update_id_
 from backend.channels.turns import ChannelTurns
 from backend.metrics.registry import CHANNEL_EVENTS
 from backend.settings.channels import TelegramBotSettings
-from backend.storage.channel_updates import ChannelUpdate, Finished
+from backend.storage.channel_updates import ChannelUpdate, UpdateOutcome
 
 CHANNEL = "telegram"
 ALLOWED_UPDATES = ("message", "callback_query")
@@ -214,7 +214,7 @@ class TelegramChannel:
 
     async def _handle(
         self, platform_id: str, payload: dict[str, Any], chunks_sent: int
-    ) -> Finished:
+    ) -> UpdateOutcome:
         update = read_update(payload, self._bot)
         if update.callback_query is not None:
             await self._press(update)
