@@ -24,6 +24,7 @@ from backend.api.schemas import (
 )
 from backend.api.turn_http import event_stream, failure_response, open_turn, opened_events
 from backend.api.user_input import to_user_input
+from backend.domain.decisions import ToolDecision
 from backend.domain.events import TurnCompleted, TurnEvent, TurnFailed
 from backend.domain.inbound import InboundMessage
 from backend.errors import NotFound
@@ -172,7 +173,7 @@ async def decide(
     that serves several people shows each call only to the person whose turn it is, and
     answers for them; it never forwards another's ids."""
     applied = await services.chat.decide(
-        tenant_id=tenant_id, turn_id=turn_id, tool_call_id=body.tool_call_id, approved=body.approved
+        ToolDecision(tenant_id, turn_id, body.tool_call_id, approved=body.approved)
     )
     if not applied:
         raise NotFound(
