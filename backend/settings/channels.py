@@ -12,10 +12,10 @@ from urllib.parse import urlsplit
 
 from pydantic import Field, model_validator
 
-from backend.domain.tenants import DEFAULT_TENANT
+from backend.domain.tenants import DEFAULT_TENANT, TENANT_ID
 from backend.settings.base import EnvName, Strict
 
-BOT_NAME = re.compile(r"[a-z0-9][a-z0-9_-]{0,63}")
+BOT_NAME = TENANT_ID  # a slug too: it names a key path (`channels.<name>`) and a webhook URL
 TELEGRAM_API = "https://api.telegram.org"
 DINGTALK_API = "https://api.dingtalk.com"
 WEBHOOK_SECRET = re.compile(r"[A-Za-z0-9_-]{1,256}")  # what Telegram takes as a secret token
