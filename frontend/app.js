@@ -52,7 +52,12 @@ const memory = new MemoryPanel($("memory-panel"), $("memory-button"), $("backdro
 const lastTurn = new LastTurnActions({ onResend: (text, images) => send(text, null, images) });
 const gauge = new ContextGauge($("context-gauge"));
 const demoBanner = new DemoBanner($("demo-banner"));
-const signIn = new SignIn($("auth"), { onSignedIn: () => boot() });
+const signIn = new SignIn({
+  titleKey: "signInTitle",
+  promptKey: "signInPrompt",
+  onSignedIn: () => boot(),
+});
+$("toasts").before(signIn.overlay);
 onUnauthorized(() => signIn.show());
 
 // ---- header, theme, language, sidebar ------------------------------------------------------

@@ -15,7 +15,12 @@ export function errorMessage(message) {
 }
 
 /** An alert: `iconName`, then `titleKey` in bold over `lines`, then `action` (or nothing). */
-export function errorBox({ className, testid, iconName = "alert" }, titleKey, lines, action = null) {
+export function errorBox(
+  { className, testid, iconName = "alert" },
+  titleKey,
+  lines,
+  action = null,
+) {
   return h(
     "div",
     { class: className, role: "alert", dataset: { testid } },

@@ -18,7 +18,12 @@ const VIEWS = {
 const DEFAULT_VIEW = "tenants";
 
 const root = document.getElementById("op-view");
-const signIn = new SignIn(document.getElementById("auth"), { onSignedIn: () => show() });
+const signIn = new SignIn({
+  titleKey: "opSignInTitle",
+  promptKey: "opSignInPrompt",
+  onSignedIn: () => show(),
+});
+document.getElementById("toasts").before(signIn.overlay);
 onUnauthorized(() => signIn.show());
 
 /** What a view may use besides its root: report an ApiError, go to another view. */
