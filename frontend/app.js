@@ -15,6 +15,7 @@ import { setAssistantName } from "./reply.js";
 import { editInline, SessionList } from "./sessions.js";
 import { Thread } from "./thread.js";
 import { Turn } from "./turn.js";
+import { path } from "./url.js";
 
 const $ = (id) => document.getElementById(id);
 const THEME_KEY = "tally.theme";
@@ -246,7 +247,7 @@ async function ensureSession(text) {
   const session = await api.createSession({ title: titleFrom(text), channel: "web" });
   state.sessionId = session.id;
   state.session = session;
-  location.hash = `#/s/${encodeURIComponent(session.id)}`; // openRoute sees it is open already
+  location.hash = path`#/s/${session.id}`; // openRoute sees it is open already
   showTitle(session);
   sessions.setActive(session.id);
   await thread.show(session, { isDemo: state.isDemo });
@@ -385,7 +386,7 @@ function start() {
   showThemeIcon();
   matchMedia("(prefers-color-scheme: dark)").addEventListener("change", showThemeIcon);
   const linked = new URLSearchParams(location.search).get("session");
-  if (linked) history.replaceState(null, "", `/#/s/${encodeURIComponent(linked)}`);
+  if (linked) history.replaceState(null, "", path`/#/s/${linked}`);
   composer.setPlaceholder("placeholder");
   applyI18n();
   boot();

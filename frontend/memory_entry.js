@@ -6,6 +6,7 @@ import { api } from "./api.js";
 import { autosize, formActions, h, icon, submitButton, toast } from "./dom.js";
 import { refusal } from "./error_box.js";
 import { replaceEntry } from "./memory_text.js";
+import { path } from "./url.js";
 
 export class MemoryEntryView {
   /**
@@ -96,7 +97,7 @@ export class MemoryEntryView {
       {
         class: "memory-provenance",
         dataset: { testid: "memory-provenance" },
-        href: `#/s/${encodeURIComponent(origin.session_id)}`,
+        href: path`#/s/${origin.session_id}`,
         onclick: () => onOpenSession(),
       },
       icon("chat"),
