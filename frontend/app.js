@@ -7,7 +7,8 @@ import { DemoBanner } from "./banner.js";
 import { Composer } from "./composer.js";
 import { icon, setText, toast } from "./dom.js";
 import { ContextGauge } from "./gauge.js";
-import { applyI18n, language, onLanguageChange, setLanguage } from "./i18n.js";
+import { addStrings, applyI18n, language, onLanguageChange, setLanguage } from "./i18n.js";
+import { PAGE_STRINGS } from "./i18n_page.js";
 import { useMemoryScope } from "./identity.js";
 import { LastTurnActions } from "./last_turn.js";
 import { MemoryPanel } from "./memory.js";
@@ -16,6 +17,8 @@ import { editInline, SessionList } from "./sessions.js";
 import { Thread } from "./thread.js";
 import { Turn } from "./turn.js";
 import { path } from "./url.js";
+
+addStrings(PAGE_STRINGS); // before anything is drawn
 
 const $ = (id) => document.getElementById(id);
 const THEME_KEY = "tally.theme";

@@ -4,8 +4,9 @@
 
 import { apiKey, onUnauthorized, setApiKey } from "../api.js";
 import { SignIn } from "../auth.js";
-import { applyI18n } from "../i18n.js";
+import { addStrings, applyI18n } from "../i18n.js";
 import { toast } from "../dom.js";
+import { CONSOLE_STRINGS } from "./i18n_console.js";
 
 const VIEWS = {
   tenants: () => import("./tenants.js"),
@@ -16,6 +17,8 @@ const VIEWS = {
   audit: () => import("./audit.js"),
 };
 const DEFAULT_VIEW = "tenants";
+
+addStrings(CONSOLE_STRINGS); // before anything is drawn
 
 const root = document.getElementById("op-view");
 const signIn = new SignIn({
