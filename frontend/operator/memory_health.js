@@ -25,13 +25,13 @@ const ENDED = new Set(["done", "failed"]);
 export async function render(root, console_) {
   const [{ tenants }, operations] = await Promise.all([
     admin.memoryHealth(),
-    admin.operations().then(
-      (body) => body.operations,
-      (err) => {
+    admin
+      .operations()
+      .then((body) => body.operations)
+      .catch((err) => {
         console_.fail(err); // the health still shows; only running operations are not followed
         return [];
-      },
-    ),
+      }),
   ]);
   const running = operations.filter((operation) => !ENDED.has(operation.state));
   const refresh = h(
