@@ -73,6 +73,9 @@ class PlatformBot(ABC, Generic[Settings, Message, Chunk]):
     CONNECTION_STEPS: ClassVar[tuple[str, ...]] = ("connect",)  # failing, the bot is deaf
     PICTURE_ERRORS: ClassVar[tuple[type[BaseException], ...]]  # a picture could not be fetched
     PICTURE_UNAVAILABLE: ClassVar[str]  # what the chat is told then
+    # Whether replies need no connection (they go over HTTP): the inbox then opens at start,
+    # else once `_connect` has connected.
+    ANSWERS_UNCONNECTED: ClassVar[bool] = False
     CAN_APPROVE: ClassVar[bool] = False  # whether its chats answer questions with buttons
     WEBHOOK_RECEIVED: ClassVar[dict[str, object]] = {}  # the body that tells it "received"
 
@@ -105,7 +108,7 @@ class PlatformBot(ABC, Generic[Settings, Message, Chunk]):
     # ---- hooks ----------------------------------------------------------------------------
 
     async def _connect(self) -> None:
-        """Before the inbox opens: what answering needs (nothing, where replies go over HTTP)."""
+        """Before the inbox opens: what answering needs (unless `ANSWERS_UNCONNECTED`)."""
 
     @abstractmethod
     async def _receive(self) -> None:
@@ -166,6 +169,8 @@ class PlatformBot(ABC, Generic[Settings, Message, Chunk]):
 
     async def start(self) -> None:
         unanswered = await self._inbox.unanswered()
+        if self.ANSWERS_UNCONNECTED:
+            self._inbox.open(unanswered)
         self._runner = asyncio.create_task(self._run(unanswered), name=f"{self.KIND} {self.name}")
 
     async def stop(self) -> None:
@@ -183,8 +188,9 @@ class PlatformBot(ABC, Generic[Settings, Message, Chunk]):
         await self._inbox.settle()
 
     async def _run(self, unanswered: list[ChannelUpdate]) -> None:
-        await self._connect()
-        self._inbox.open(unanswered)  # updates delivered meanwhile wait for it
+        if not self.ANSWERS_UNCONNECTED:
+            await self._connect()
+            self._inbox.open(unanswered)  # updates delivered meanwhile wait for it
         await self._receive()
 
     async def _as_leader(self, lead: Callable[[], Coroutine[Any, Any, None]]) -> None:
