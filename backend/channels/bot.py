@@ -19,7 +19,7 @@ from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass
 from typing import Any, ClassVar, Generic, Protocol, TypeVar
 
-from backend.channels.backoff import until_it_works
+from backend.channels.backoff import Sleep, until_it_works
 from backend.channels.base import ChannelStatus, WebhookAnswer, WebhookCall, note_failure, refused
 from backend.channels.commands import Ask, ChatRef, Command, CommandReply, Commands, Request
 from backend.channels.context import ChannelServices
@@ -86,7 +86,7 @@ class PlatformBot(ABC, Generic[Settings, Message, Chunk]):
         name: str,
         settings: Settings,
         services: ChannelServices,
-        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+        sleep: Sleep = asyncio.sleep,
     ) -> None:
         self.tenant_id = tenant_id
         self.name = name
@@ -104,8 +104,13 @@ class PlatformBot(ABC, Generic[Settings, Message, Chunk]):
             on_error=self._failed,
         )
         self._runner: asyncio.Task[None] | None = None
+        self._set_up(sleep)
 
     # ---- hooks ----------------------------------------------------------------------------
+
+    @abstractmethod
+    def _set_up(self, sleep: Sleep) -> None:
+        """Make the platform's clients (no connection yet), once `settings` and `status` are set."""
 
     async def _connect(self) -> None:
         """Before the inbox opens: what answering needs (unless `ANSWERS_UNCONNECTED`)."""

@@ -8,15 +8,13 @@ A conversation is a session (`<bot>:<conversationId>`): a private chat keeps its
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import Awaitable, Callable
 from typing import Any
 
 from backend.channel_settings import DingTalkRobotSettings
+from backend.channels.backoff import Sleep
 from backend.channels.base import NO_SUCH_BOT, WebhookAnswer, WebhookCall, error_body
 from backend.channels.bot import Envelope, PlatformBot
 from backend.channels.commands import Ask, ChatRef, Request
-from backend.channels.context import ChannelServices
 from backend.channels.dingtalk.inbound import RobotMessage, message_id_of, parse, read_message
 from backend.channels.dingtalk.openapi import DingTalkApi, DingTalkError, Target
 from backend.channels.dingtalk.outbound import ConversationReplies
@@ -36,18 +34,8 @@ class DingTalkChannel(PlatformBot[DingTalkRobotSettings, RobotMessage, str]):
     PICTURE_UNAVAILABLE = "I could not fetch that picture from DingTalk; please send it again."
     ANSWERS_UNCONNECTED = True  # replies go over HTTP
 
-    def __init__(
-        self,
-        *,
-        tenant_id: str,
-        name: str,
-        settings: DingTalkRobotSettings,
-        services: ChannelServices,
-        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
-    ) -> None:
-        super().__init__(
-            tenant_id=tenant_id, name=name, settings=settings, services=services, sleep=sleep
-        )
+    def _set_up(self, sleep: Sleep) -> None:
+        settings = self.settings
         self._api = DingTalkApi(settings, sleep=sleep)
         self._signatures = CallbackSignatures(settings.client_secret() or "")
         self._stream = StreamConnection(

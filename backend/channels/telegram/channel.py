@@ -11,7 +11,6 @@ import asyncio
 import contextlib
 import functools
 import hmac
-from collections.abc import Awaitable, Callable
 from typing import Any
 
 from telegram import BotCommand, Message, Update
@@ -19,10 +18,10 @@ from telegram.error import TelegramError
 from telegram.request import HTTPXRequest
 
 from backend.channel_settings import TelegramBotSettings
+from backend.channels.backoff import Sleep
 from backend.channels.base import NO_SUCH_BOT, WebhookAnswer, WebhookCall, error_body
 from backend.channels.bot import Envelope, PlatformBot
 from backend.channels.commands import DESCRIPTIONS, ChatRef, Request, answers_a_question, is_allowed
-from backend.channels.context import ChannelServices
 from backend.channels.telegram.format import Chunk
 from backend.channels.telegram.inbound import read_message, read_update, update_id_of
 from backend.channels.telegram.outbound import ChatReplies, Outbox
@@ -45,18 +44,8 @@ class TelegramChannel(PlatformBot[TelegramBotSettings, Message, Chunk]):
     CAN_APPROVE = True  # asked with inline buttons
     WEBHOOK_RECEIVED = {"ok": True}
 
-    def __init__(
-        self,
-        *,
-        tenant_id: str,
-        name: str,
-        settings: TelegramBotSettings,
-        services: ChannelServices,
-        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
-    ) -> None:
-        super().__init__(
-            tenant_id=tenant_id, name=name, settings=settings, services=services, sleep=sleep
-        )
+    def _set_up(self, sleep: Sleep) -> None:
+        settings = self.settings
         api = settings.api_base_url.rstrip("/")
         self._bot = PollingBot(
             settings.token() or "",
