@@ -17,7 +17,7 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from backend.channel_settings import ChannelSettings
 from backend.channels.bot_runner import bot_key_path
-from backend.channels.registry import WHOAMI
+from backend.channels.registry import whoami
 from backend.composition import check_settings, complete_config_error
 from backend.domain.events import TextDelta
 from backend.domain.requests import ChatRequest, RequestMessage
@@ -111,7 +111,7 @@ async def _check_bot(where: str, bot: ChannelSettings, *, is_offline: bool) -> b
     if is_offline:
         return _report("ok", f"bot {where}", "not called (--offline)")
     try:
-        description = await WHOAMI[bot.kind](bot)
+        description = await whoami(bot)
     except (OSError, ValueError) as exc:
         return _report("FAIL", f"bot {where}", str(exc), bot.where_to_look())
     return _report("ok", f"bot {where}", description)
