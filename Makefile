@@ -2,7 +2,7 @@
 # Both create .venv when it is missing and install from the lock files in requirements/ (exact
 # versions with hashes), so a clone installs the same packages next month as today. `make run`
 # installs what serving needs, `make test` the test tools too; each reinstalls only when its lock
-# or pyproject.toml changed since its own install. `make lock` refreshes the locks (see README).
+# or pyproject.toml changed since its own install. `make lock` refreshes the locks (see docs/operations.md).
 
 PYTHON ?= python3
 VENV ?= .venv

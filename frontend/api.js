@@ -4,6 +4,7 @@
 
 import { endUser } from "./identity.js";
 import { readEvents } from "./sse.js";
+import { path, query } from "./url.js";
 
 const KEY_STORAGE = "tally.apiKey";
 
@@ -81,11 +82,6 @@ export async function json(method, path, body) {
   return response.status === 204 ? null : response.json();
 }
 
-const enc = encodeURIComponent;
-const query = (params) => {
-  const pairs = Object.entries(params).filter(([, v]) => v !== undefined && v !== null && v !== "");
-  return pairs.length ? `?${new URLSearchParams(pairs)}` : "";
-};
 /** The end user as a query (`?user=`), or nothing when memory is the tenant's. */
 const asUser = (params = {}) => query({ ...params, user: endUser() });
 /** A body naming the end user, when there is one. */
@@ -103,27 +99,28 @@ export const api = {
   listSessions: ({ limit = 50, offset = 0, q } = {}) =>
     json("GET", `/api/chat/sessions${query({ limit, offset, q })}`),
   createSession: (body) => json("POST", "/api/chat/sessions", withUser(body)),
-  getSession: (id) => json("GET", `/api/chat/sessions/${enc(id)}`),
-  renameSession: (id, title) => json("PATCH", `/api/chat/sessions/${enc(id)}`, { title }),
-  deleteSession: (id) => json("DELETE", `/api/chat/sessions/${enc(id)}`),
-  setSummary: (id, summary) => json("PUT", `/api/chat/sessions/${enc(id)}/summary`, { summary }),
+  getSession: (id) => json("GET", path`/api/chat/sessions/${id}`),
+  renameSession: (id, title) => json("PATCH", path`/api/chat/sessions/${id}`, { title }),
+  deleteSession: (id) => json("DELETE", path`/api/chat/sessions/${id}`),
+  setSummary: (id, summary) => json("PUT", path`/api/chat/sessions/${id}/summary`, { summary }),
   messages: (id, { includeArchived, limit, beforeId } = {}) =>
     json(
       "GET",
-      `/api/chat/sessions/${enc(id)}/messages${query({
-        include_archived: includeArchived ? "true" : undefined,
-        limit,
-        before_id: beforeId,
-      })}`,
+      path`/api/chat/sessions/${id}/messages` +
+        query({
+          include_archived: includeArchived ? "true" : undefined,
+          limit,
+          before_id: beforeId,
+        }),
     ),
-  toolConversations: (id) => json("GET", `/api/chat/sessions/${enc(id)}/tool-conversations`),
-  cancel: (id) => json("POST", `/api/chat/sessions/${enc(id)}/cancel`),
+  toolConversations: (id) => json("GET", path`/api/chat/sessions/${id}/tool-conversations`),
+  cancel: (id) => json("POST", path`/api/chat/sessions/${id}/cancel`),
   /**
    * Approve or deny a tool call that a turn's `tool.approval` event asked about; answers
    * `{tool_call_id, approved}`. A 404 (`approval_not_found`) means the call no longer waits.
    */
   decideToolCall: (turnId, toolCallId, approved) =>
-    json("POST", `/api/chat/turns/${enc(turnId)}/approvals`, {
+    json("POST", path`/api/chat/turns/${turnId}/approvals`, {
       tool_call_id: toolCallId,
       approved,
     }),
@@ -133,14 +130,14 @@ export const api = {
   memoryEntries: (q) => json("GET", `/api/memory/entries${asUser({ q })}`),
   /** Remember one fact by hand; answers the stored entry (source `manual`, dated today). */
   addMemoryEntry: (content) => json("POST", `/api/memory/entries${asUser()}`, { content }),
-  deleteMemoryEntry: (id) => json("DELETE", `/api/memory/entries/${enc(id)}${asUser()}`),
+  deleteMemoryEntry: (id) => json("DELETE", path`/api/memory/entries/${id}` + asUser()),
   /** Undo the summary that wrote an entry; answers `{session_id, returned_to_window}`. */
-  revertMemoryEntry: (id) => json("POST", `/api/memory/entries/${enc(id)}/revert${asUser()}`),
+  revertMemoryEntry: (id) => json("POST", path`/api/memory/entries/${id}/revert` + asUser()),
   /** Lines about this person waiting for their OK (`memory.confirm_writes`), oldest first. */
   memoryProposals: () => json("GET", `/api/memory/proposals${asUser()}`),
   /** Remember (written at once) or discard a proposed line; answers the decided proposal. */
   decideProposal: (id, approved) =>
-    json("POST", `/api/memory/proposals/${enc(id)}/decision`, withUser({ approved })),
+    json("POST", path`/api/memory/proposals/${id}/decision`, withUser({ approved })),
 
   /** A one-time code (`{code, expires_at}`) another account sends back as `/link CODE`. */
   linkCode: () => json("POST", "/api/people/link-codes", { user: endUser() }),
@@ -196,8 +193,8 @@ async function resumedEvents(turnId, lastId, signal) {
   const extraHeaders = { Accept: "text/event-stream" };
   if (lastId !== null) extraHeaders["Last-Event-ID"] = lastId;
   try {
-    const path = `/api/chat/turns/${enc(turnId)}/events`;
-    return readEvents(await send("GET", path, undefined, { signal, extraHeaders }));
+    const eventsPath = path`/api/chat/turns/${turnId}/events`;
+    return readEvents(await send("GET", eventsPath, undefined, { signal, extraHeaders }));
   } catch (err) {
     if (err.name === "AbortError") throw err;
     if (err instanceof ApiError && err.status === 404) return null;

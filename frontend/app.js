@@ -7,7 +7,8 @@ import { DemoBanner } from "./banner.js";
 import { Composer } from "./composer.js";
 import { icon, setText, toast } from "./dom.js";
 import { ContextGauge } from "./gauge.js";
-import { applyI18n, language, onLanguageChange, setLanguage } from "./i18n.js";
+import { addStrings, applyI18n, language, onLanguageChange, setLanguage } from "./i18n.js";
+import { PAGE_STRINGS } from "./i18n_page.js";
 import { useMemoryScope } from "./identity.js";
 import { LastTurnActions } from "./last_turn.js";
 import { MemoryPanel } from "./memory.js";
@@ -15,6 +16,9 @@ import { setAssistantName } from "./reply.js";
 import { editInline, SessionList } from "./sessions.js";
 import { Thread } from "./thread.js";
 import { Turn } from "./turn.js";
+import { path } from "./url.js";
+
+addStrings(PAGE_STRINGS); // before anything is drawn
 
 const $ = (id) => document.getElementById(id);
 const THEME_KEY = "tally.theme";
@@ -52,7 +56,12 @@ const memory = new MemoryPanel($("memory-panel"), $("memory-button"), $("backdro
 const lastTurn = new LastTurnActions({ onResend: (text, images) => send(text, null, images) });
 const gauge = new ContextGauge($("context-gauge"));
 const demoBanner = new DemoBanner($("demo-banner"));
-const signIn = new SignIn($("auth"), { onSignedIn: () => boot() });
+const signIn = new SignIn({
+  titleKey: "signInTitle",
+  promptKey: "signInPrompt",
+  onSignedIn: () => boot(),
+});
+$("toasts").before(signIn.overlay);
 onUnauthorized(() => signIn.show());
 
 // ---- header, theme, language, sidebar ------------------------------------------------------
@@ -241,7 +250,7 @@ async function ensureSession(text) {
   const session = await api.createSession({ title: titleFrom(text), channel: "web" });
   state.sessionId = session.id;
   state.session = session;
-  location.hash = `#/s/${encodeURIComponent(session.id)}`; // openRoute sees it is open already
+  location.hash = path`#/s/${session.id}`; // openRoute sees it is open already
   showTitle(session);
   sessions.setActive(session.id);
   await thread.show(session, { isDemo: state.isDemo });
@@ -380,7 +389,7 @@ function start() {
   showThemeIcon();
   matchMedia("(prefers-color-scheme: dark)").addEventListener("change", showThemeIcon);
   const linked = new URLSearchParams(location.search).get("session");
-  if (linked) history.replaceState(null, "", `/#/s/${encodeURIComponent(linked)}`);
+  if (linked) history.replaceState(null, "", path`/#/s/${linked}`);
   composer.setPlaceholder("placeholder");
   applyI18n();
   boot();

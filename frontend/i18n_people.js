@@ -1,6 +1,6 @@
 // Interface text of the memory panel's personal parts, in English and Chinese: linking this
 // browser with the person's bot chats (link_panel.js) and the lines waiting for their OK
-// (pending_memory.js). i18n.js merges these into its strings.
+// (pending_memory.js). i18n_page.js merges these into the page's strings.
 
 export const PEOPLE_STRINGS = {
   en: {

@@ -5,8 +5,8 @@
 
 import { api } from "./api.js";
 import { copyButton, formActions, h, icon, toast } from "./dom.js";
+import { refusal } from "./error_box.js";
 import { endUser } from "./identity.js";
-import { refusal } from "./memory_forms.js";
 
 const WATCH_EVERY_MS = 2000;
 

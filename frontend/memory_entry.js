@@ -4,7 +4,9 @@
 
 import { api } from "./api.js";
 import { autosize, formActions, h, icon, submitButton, toast } from "./dom.js";
+import { refusal } from "./error_box.js";
 import { replaceEntry } from "./memory_text.js";
+import { path } from "./url.js";
 
 export class MemoryEntryView {
   /**
@@ -95,7 +97,7 @@ export class MemoryEntryView {
       {
         class: "memory-provenance",
         dataset: { testid: "memory-provenance" },
-        href: `#/s/${encodeURIComponent(origin.session_id)}`,
+        href: path`#/s/${origin.session_id}`,
         onclick: () => onOpenSession(),
       },
       icon("chat"),
@@ -166,24 +168,7 @@ export class MemoryEntryView {
   /** A refusal shown on the entry itself, with the server's code and message. */
   showError(titleKey, err) {
     if (this.revertButton) this.revertButton.hidden = false;
-    this.slot.replaceChildren(
-      h(
-        "div",
-        { class: "turn-error memory-error", role: "alert", dataset: { testid: "memory-error" } },
-        icon("alert"),
-        h(
-          "div",
-          { class: "turn-error-text" },
-          h("strong", { t: titleKey }),
-          h(
-            "code",
-            { class: "error-code", dataset: { testid: "error-code" } },
-            err.code ?? "error",
-          ),
-          h("span", { class: "turn-error-message" }, err.message),
-        ),
-      ),
-    );
+    this.slot.replaceChildren(refusal(titleKey, err));
   }
 
   async remove() {

@@ -3,23 +3,8 @@
 // MEMORY.md as text (`PUT /api/memory`).
 
 import { api } from "./api.js";
-import { autosize, formActions, h, icon, submitButton, toast } from "./dom.js";
-
-/** A refusal shown in a form, with the server's code and message. */
-export function refusal(titleKey, err) {
-  return h(
-    "div",
-    { class: "turn-error memory-error", role: "alert", dataset: { testid: "memory-error" } },
-    icon("alert"),
-    h(
-      "div",
-      { class: "turn-error-text" },
-      h("strong", { t: titleKey }),
-      h("code", { class: "error-code", dataset: { testid: "error-code" } }, err.code ?? "error"),
-      h("span", { class: "turn-error-message" }, err.message),
-    ),
-  );
-}
+import { autosize, formActions, h, submitButton, toast } from "./dom.js";
+import { refusal } from "./error_box.js";
 
 /**
  * The "add memory" form in `slot`. One fact is one line: Enter saves, Escape cancels.

@@ -5,7 +5,7 @@
 
 import { api } from "./api.js";
 import { h, icon, setAttrs, toast } from "./dom.js";
-import { refusal } from "./memory_forms.js";
+import { refusal } from "./error_box.js";
 
 /** Answers that say the line no longer waits: not found, answered elsewhere, or expired. */
 const NO_LONGER_WAITING = new Set([404, 409, 410]);

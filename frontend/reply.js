@@ -3,6 +3,7 @@
 // same view.
 
 import { copyButton, h, icon, setAttrs, setText } from "./dom.js";
+import { errorBox, errorCode, errorMessage } from "./error_box.js";
 import { formatTime, locale } from "./i18n.js";
 import { renderMarkdown } from "./markdown.js";
 import { ToolCard } from "./tool_card.js";
@@ -230,22 +231,18 @@ export class ReplyView {
         icon("retry"),
         h("span", { t: "retry" }),
       );
-    const box = h(
-      "div",
+    const box = errorBox(
       {
-        class: `turn-error${isStopped ? " is-stopped" : ""}`,
-        role: "alert",
-        dataset: { testid: "turn-error" },
+        className: `turn-error${isStopped ? " is-stopped" : ""}`,
+        testid: "turn-error",
+        iconName: isStopped ? "info" : "alert",
       },
-      icon(isStopped ? "info" : "alert"),
-      h(
-        "div",
-        { class: "turn-error-text" },
-        h("strong", { t: isStopped ? "stoppedTitle" : "errorTitle" }),
-        isStopped ? null : h("span", { class: "turn-error-message" }, message),
-        h("code", { class: "error-code", dataset: { testid: "error-code" } }, code),
+      isStopped ? "stoppedTitle" : "errorTitle",
+      [
+        isStopped ? null : errorMessage(message),
+        errorCode(code),
         retryAfter ? h("span", { t: ["retryAfter", { s: Math.ceil(retryAfter) }] }) : null,
-      ),
+      ],
       retry,
     );
     this.parts.append(box);

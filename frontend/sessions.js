@@ -4,6 +4,7 @@
 import { api } from "./api.js";
 import { h, icon, setAttrs, setText, toast } from "./dom.js";
 import { dayGroup } from "./i18n.js";
+import { path } from "./url.js";
 
 /** Sessions of a chat platform's bot, by channel: their badge (a platform's own name). */
 const CHAT_PLATFORMS = { telegram: "Telegram", dingtalk: "DingTalk" };
@@ -138,7 +139,7 @@ export class SessionList {
     const title = h("span", { class: "session-title" });
     if (session.title) title.textContent = session.title;
     else setText(title, "untitled");
-    const href = `#/s/${encodeURIComponent(session.id)}`;
+    const href = path`#/s/${session.id}`;
     const link = h("a", { class: "session-link", href, title: session.title || null }, title);
     const platform = CHAT_PLATFORMS[session.channel];
     if (platform) {

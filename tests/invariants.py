@@ -1,4 +1,4 @@
-"""The invariant checker every fault test ends with (RELIABILITY.md, "After every fault test").
+"""The invariant checker every fault test ends with (docs/operations.md, reliability).
 
 `check_invariants(db_path, memory_path)` reads a stopped (or idle) server's SQLite file with the
 `sqlite3` module and its MEMORY.md files, and fails with every broken invariant listed:

@@ -64,22 +64,42 @@ def install_error_handlers(app: FastAPI) -> None:
     app.add_exception_handler(Exception, _unexpected)
 
 
-async def _tally_error(_request: Request, exc: Exception) -> JSONResponse:
-    assert isinstance(exc, TallyError)
+def refused(
+    request: Request,
+    status: int,
+    code: str,
+    message: str,
+    headers: dict[str, str] | None = None,
+) -> JSONResponse:
+    """The answer to a request Tally refuses, and its one log line: an operator sees bad
+    requests, wrong keys and quota refusals in the log without an access log per request."""
+    level = logging.INFO if status < 500 else logging.WARNING
+    path = request.url.path
+    log.log(level, "refused %s %s: %d %s: %s", request.method, path, status, code, message)
+    return error_response(status, code, message, headers)
+
+
+def _tally_response(request: Request, exc: TallyError) -> JSONResponse:
     headers = retry_after_header(getattr(exc, "retry_after", None))
-    return error_response(exc.status, exc.code, exc.message, headers or None)
+    return refused(request, exc.status, exc.code, exc.message, headers or None)
 
 
-async def _validation_error(_request: Request, exc: Exception) -> JSONResponse:
+async def _tally_error(request: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, TallyError)
+    return _tally_response(request, exc)
+
+
+async def _validation_error(request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, RequestValidationError)
     errors = exc.errors()
     undecodable = next((error for error in errors if error.get("type") == "json_invalid"), None)
     if undecodable is not None:
-        return error_response(422, "invalid_json", _describe_invalid_json(undecodable, exc.body))
+        message = _describe_invalid_json(undecodable, exc.body)
+        return refused(request, 422, "invalid_json", message)
     problems = [_describe(error) for error in errors[:5]]
     is_text = any(error.get("type") in TEXT_ERRORS for error in errors)
     code = INVALID_TEXT if is_text else "invalid_request"
-    return error_response(422, code, "; ".join(problems) or "invalid request")
+    return refused(request, 422, code, "; ".join(problems) or "invalid request")
 
 
 def _describe_invalid_json(error: Any, document: Any) -> str:
@@ -101,10 +121,10 @@ def _describe(error: Any) -> str:
     return f"{location}: {message}" if location else message
 
 
-async def _http_error(_request: Request, exc: Exception) -> JSONResponse:
+async def _http_error(request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, StarletteHTTPException)
     code = HTTP_CODES.get(exc.status_code, "http_error")
-    return error_response(exc.status_code, code, str(exc.detail), dict(exc.headers or {}))
+    return refused(request, exc.status_code, code, str(exc.detail), dict(exc.headers or {}))
 
 
 async def _storage_error(request: Request, exc: Exception) -> JSONResponse:
@@ -112,17 +132,21 @@ async def _storage_error(request: Request, exc: Exception) -> JSONResponse:
     with its traceback, and still answered on a connection that stays open."""
     fault = as_storage_fault(exc)
     if fault is not None:
-        log.warning("storage fault on %s %s: %s", request.method, request.url.path, fault.message)
-        return await _tally_error(request, fault)
+        return _storage_fault(request, fault)
     return _internal_error(request, exc)
 
 
 async def _unexpected(request: Request, exc: Exception) -> JSONResponse:
     fault = as_storage_fault(exc)  # a fault wrapped in another error, if ever one comes here
     if fault is not None:
-        log.warning("storage fault on %s %s: %s", request.method, request.url.path, fault.message)
-        return await _tally_error(request, fault)
+        return _storage_fault(request, fault)
     return _internal_error(request, exc)
+
+
+def _storage_fault(request: Request, fault: TallyError) -> JSONResponse:
+    log.warning("storage fault on %s %s: %s", request.method, request.url.path, fault.message)
+    headers = retry_after_header(getattr(fault, "retry_after", None))
+    return error_response(fault.status, fault.code, fault.message, headers or None)
 
 
 def _internal_error(request: Request, exc: Exception) -> JSONResponse:

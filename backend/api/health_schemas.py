@@ -65,7 +65,7 @@ class HealthPublic(BaseModel):
     database: Literal["ok", "unavailable"]
     database_problem: str | None = None  # why it is unavailable: the driver's words, no data
     coordination: Literal["local", "redis"] = Field(
-        "local", description="how processes share cancels and rate windows (README: Deployment)"
+        "local", description="how processes share cancels and rate windows (docs/operations.md)"
     )
     coordination_problem: str | None = None  # Redis cannot be reached: why (status degraded)
     provider: str

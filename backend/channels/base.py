@@ -2,7 +2,8 @@
 
 A channel starts (connects, registers its webhook or starts polling), hands every message it
 receives to the chat service as an `InboundMessage`, sends the reply back, and stops. Bots are
-rows of config (`channels:`), built by kind from `CHANNEL_KINDS` in `channels/registry.py`.
+rows of config (`channels:`), built by kind from `PLATFORMS` in `channels/registry.py`, each a
+`PlatformBot` (`channels/bot.py`).
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ sends is input like any other. A body is read into a JSON object only when it is
 integer within ±2**63 or a finite decimal; its strings are made storable (`domain/text.py`).
 Anything else is a `RefusedUpdate`: the channel records it as refused and answers the platform
 so it stops retrying (`Inbox.refuse`), never a 500. Each platform then reads the fields it
-uses into typed values (`telegram/update.py`, `dingtalk/inbound.py`).
+uses into typed values (`telegram/inbound.py`, `dingtalk/inbound.py`).
 """
 
 from __future__ import annotations

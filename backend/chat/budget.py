@@ -1,4 +1,4 @@
-"""The token budget of one request (DESIGN §6.5). Pure functions.
+"""The token budget of one request (docs/memory.md, token budget). Pure functions.
 
 Budget = context_window - max_output_tokens. Above `emergency_ratio` of it, the oldest
 window messages are dropped from the request (never from storage), whole turns at a time, and

@@ -186,8 +186,6 @@ class MemoryContext:
         chosen, used = [], 0
         said: list[frozenset[str]] = []  # the terms of each line chosen
         for item in ranked:
-            if any(_is_near_copy(item.words, earlier) for earlier in said):
-                continue  # a repeat says nothing new, and its tokens are billed every turn
             if item.is_cut:
                 line = item.line(terms)
                 cost = self._counter.count(line) + 1
@@ -195,6 +193,8 @@ class MemoryContext:
                 line, cost = item.plain_line, self._cost(index, item)
             if used + cost > budget:
                 continue  # a smaller line after it may still fit
+            if any(_is_near_copy(item.words, earlier) for earlier in said):
+                continue  # a repeat says nothing new, and its tokens are billed every turn
             chosen.append((item, line))
             said.append(item.words)
             used += cost

@@ -173,9 +173,10 @@ class RequestBuilder:
         return BuiltRequest(compacted, event, fitted.tokens_after)
 
     def _count(self, stored: StoredMessage, sent: RequestMessage) -> int:
-        # Counts stored at write time spare a re-count of the whole window every turn.
+        # Counts stored at write time spare a re-count of the whole window every turn, and the
+        # context's lines were counted when memory chose them.
         if stored.token_count is not None and not sent.images:
-            context = self._counter.count(sent.context) if sent.context else 0
+            context = self._counter.count_by_line(sent.context) if sent.context else 0
             return stored.token_count + MESSAGE_OVERHEAD + context
         return self._counter.count_message(sent)
 

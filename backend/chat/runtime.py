@@ -66,10 +66,13 @@ class RuntimeRegistry:
         self._lock = asyncio.Lock()
 
     async def get(self, tenant_id: str) -> TenantRuntime:
-        cached = self._runtimes.get(tenant_id)
-        if cached is not None and time.monotonic() - cached[1] < self._ttl_s:
-            return cached[2]
+        fresh = self._fresh(tenant_id)
+        if fresh is not None:
+            return fresh
         async with self._lock:
+            fresh = self._fresh(tenant_id)  # turns waiting here while one reloaded: one read
+            if fresh is not None:
+                return fresh
             overrides = await self._load_overrides(tenant_id)
             fingerprint = hashlib.sha256(
                 json.dumps(overrides, sort_keys=True, default=str).encode()
@@ -84,6 +87,12 @@ class RuntimeRegistry:
                 await cached[2].overflow.aclose(grace_s=0)
             self._runtimes[tenant_id] = (fingerprint, time.monotonic(), runtime)
             return runtime
+
+    def _fresh(self, tenant_id: str) -> TenantRuntime | None:
+        cached = self._runtimes.get(tenant_id)
+        if cached is not None and time.monotonic() - cached[1] < self._ttl_s:
+            return cached[2]
+        return None
 
     async def check(self, tenant_id: str, overrides: dict[str, Any]) -> Settings:
         """The settings `overrides` would give, after building (and closing) their runtime:

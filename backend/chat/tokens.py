@@ -84,6 +84,15 @@ class TokenCounter:
             raw = _encoded_length(self._encoding, text)
         return raw if self.is_exact else round(raw * self._factor)
 
+    def count_by_line(self, text: str) -> int:
+        """`text` counted a line at a time, each line's count remembered: for a text made anew
+        each turn out of lines that recur (a turn's context: its time, then memory lines the
+        turns before carried too). The encodings split words at line breaks; a break they merge
+        with its neighbours (punctuation before it, blank lines, spaces at a line's end) is
+        counted apart, so this is at most about a token a line above the exact count."""
+        lines = text.split("\n")
+        return sum(self.count(line) for line in lines) + self.count("\n") * (len(lines) - 1)
+
     def count_message(self, message: RequestMessage) -> int:
         tokens = MESSAGE_OVERHEAD + self.count(message.content)
         tokens += self.count(message.context) if message.context else 0

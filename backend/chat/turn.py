@@ -1,4 +1,5 @@
-"""One chat turn (DESIGN §4): serialize, store the user message, compile, loop, store the reply.
+"""One chat turn (docs/architecture.md, a turn's path): serialize, store the user message,
+compile, loop, store the reply.
 
 Invariants: the user message is committed before the model is called; only the final reply is
 stored as an assistant message, `incomplete` when the turn did not finish; an error is never

@@ -15,7 +15,7 @@ from typing import Literal
 from sqlalchemy import text
 from sqlalchemy.exc import SQLAlchemyError
 
-from backend.channels.registry import WHOAMI
+from backend.channels.registry import whoami
 from backend.composition.build import check_settings, complete_config_error
 from backend.composition.model_choice import choose_provider
 from backend.domain.events import TextDelta
@@ -110,7 +110,7 @@ async def _check_bot(where: str, bot: ChannelSettings, *, is_offline: bool) -> b
     if is_offline:
         return _report("ok", f"bot {where}", "not called (--offline)")
     try:
-        description = await WHOAMI[bot.kind](bot)
+        description = await whoami(bot)
     except (OSError, ValueError) as exc:
         return _report("FAIL", f"bot {where}", str(exc), bot.where_to_look())
     return _report("ok", f"bot {where}", description)

@@ -7,14 +7,20 @@ from dataclasses import dataclass
 
 from backend.domain.messages import UserInput
 
-# The channels that are chat platforms: a session there is one platform chat.
-CHAT_PLATFORMS = frozenset({"telegram", "dingtalk"})
+# The channels Tally serves itself: the web page, the HTTP API and `/v1`. Every other channel
+# is a chat platform, one row of `channels/registry.py` (the one list of platforms, which this
+# layer cannot import), and a session there is one platform chat.
+ENTRY_POINTS = frozenset({"web", "api", "openai"})
+
+
+def is_chat_platform(channel: str) -> bool:
+    return channel not in ENTRY_POINTS
 
 
 def origin_of(channel: str, external_key: str | None) -> str:
     """Where a session's words are said, as memory lines name it: `web`, `api`, `openai`, or
     the platform chat (`telegram:<bot>:<chat id>`, `dingtalk:<robot>:<conversation>`)."""
-    if channel in CHAT_PLATFORMS and external_key:
+    if is_chat_platform(channel) and external_key:
         return f"{channel}:{external_key}"
     return channel
 

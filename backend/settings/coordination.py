@@ -10,7 +10,7 @@ from backend.settings.base import EnvName, Strict
 
 
 class CoordinationSettings(Strict):
-    """What several Tally processes share besides the database (README: Deployment)."""
+    """What several Tally processes share besides the database (docs/operations.md: Deployment)."""
 
     redis_url: str | None = None  # redis://host:6379/0; required for several workers or hosts
     redis_password_env: EnvName | None = None  # the password, never in the URL

@@ -2,8 +2,8 @@
 
 SQLite under concurrency loses updates or reports "database is locked" unless it runs in WAL
 mode with a busy timeout, writes open with `BEGIN IMMEDIATE`, and writers queue in-process
-behind one lock (see NOTES.md). `Database.write()` does all of that; `Database.read()` opens a
-plain deferred transaction that never blocks the writer.
+behind one lock (docs/architecture.md, storage invariants). `Database.write()` does all of that;
+`Database.read()` opens a plain deferred transaction that never blocks the writer.
 """
 
 from __future__ import annotations

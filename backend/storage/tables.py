@@ -1,4 +1,5 @@
-"""The tables of DESIGN §3. Every table carries `tenant_id`; every lookup filters on it.
+"""The tables of docs/architecture.md (the schema). Every table carries `tenant_id`; every
+lookup filters on it.
 
 Schema changes go through the Alembic migrations in `storage/migrations/`; this module is the
 description the repositories query against and must match the newest migration.
@@ -283,7 +284,7 @@ pending_memory = Table(
     sqlite_autoincrement=True,
 )
 
-# What administrators did (DESIGN: the operator's console): who (the operator, or an admin key
+# What administrators did (docs/tenants.md, the audit log): who (the operator, or an admin key
 # by label and id), what, to which tenant, when. Never a secret: a key is named by its id.
 audit_log = Table(
     "audit_log",

@@ -2,8 +2,8 @@
 // and target, with the action's details), for every tenant or the one chosen (`#/audit?tenant=`),
 // a page at a time: "Older" reads the entries before the last one shown (`before_id`).
 
-import { json } from "../api.js";
 import { h } from "../dom.js";
+import { admin } from "./admin_api.js";
 import { when } from "./admin_parts.js";
 
 const PAGE_SIZE = 50;
@@ -12,7 +12,7 @@ const COLUMNS = ["admWhen", "admWho", "admAction", "admTenant", "admTarget", "ad
 export async function render(root, console, params) {
   const tenantId = params.tenant || "";
   const [{ tenants }, first] = await Promise.all([
-    json("GET", "/api/admin/tenants"), // a chat key: 403, nothing shown
+    admin.tenants(), // a chat key: 403, nothing shown
     page(tenantId, null),
   ]);
   const rows = h("tbody", { dataset: { testid: "audit-rows" } });
@@ -64,10 +64,7 @@ export async function render(root, console, params) {
 
 /** The entries before `beforeId` (null: the newest), newest first. */
 async function page(tenantId, beforeId) {
-  const query = new URLSearchParams({ limit: String(PAGE_SIZE) });
-  if (tenantId) query.set("tenant_id", tenantId);
-  if (beforeId !== null) query.set("before_id", String(beforeId));
-  return (await json("GET", `/api/admin/audit?${query}`)).entries;
+  return (await admin.audit({ limit: PAGE_SIZE, tenantId, beforeId })).entries;
 }
 
 function tenantFilter(tenants, tenantId, onChange) {

@@ -3,9 +3,10 @@
 // Restart stops a bot and starts it again (POST …/bots/{bot}/restart); its row shows the state
 // the restart answered, then follows health until the bot is connected or fails again.
 
-import { api, json } from "../api.js";
+import { api } from "../api.js";
 import { h, setText, toast } from "../dom.js";
 import { formatDateTime } from "../i18n.js";
+import { admin } from "./admin_api.js";
 
 const WATCH_EVERY_MS = 1000;
 const WATCH_FOR_MS = 60_000; // a bot that reconnects later shows so on the next refresh
@@ -19,13 +20,12 @@ const COLUMNS = [
   "botsLastUpdate",
   "botsLastError",
 ];
-const enc = encodeURIComponent;
 
 export async function render(root, console_) {
   // Health is public and shows bots only to an admin: the tenants' list (which refuses anyone
   // else, so the console asks for a key) checks who asks, and names each bot's tenant.
   const [{ tenants }, { channels = [] }] = await Promise.all([
-    json("GET", "/api/admin/tenants"),
+    admin.tenants(),
     api.health(),
   ]);
   const names = new Map(tenants.map((tenant) => [tenant.id, tenant.name]));
@@ -95,8 +95,7 @@ function botRow(status, names, console_) {
     restart.disabled = true;
     setText(restart.firstChild, "botsRestarting");
     try {
-      const path = `/api/admin/tenants/${enc(status.tenant_id)}/bots/${enc(status.bot)}/restart`;
-      const restarted = await json("POST", path);
+      const restarted = await admin.restartBot(status.tenant_id, status.bot);
       show(restarted);
       toast(["botsRestarted", { bot: status.bot }]);
       if (!restarted.connected && !restarted.last_error) await watch(status, row, show);

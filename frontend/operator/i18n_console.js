@@ -1,5 +1,5 @@
 // Interface text of the operator's console, in English and Chinese: the frame here, each
-// view's in its own file. i18n.js merges these into its strings.
+// view's in its own file. main.js adds these to i18n.js's shared strings.
 
 import { ADMIN_VIEW_STRINGS } from "./i18n_admin.js";
 import { USAGE_VIEW_STRINGS } from "./i18n_usage.js";

@@ -4,18 +4,17 @@
 // that box, never in storage, the address or another element, and the server never shows it
 // again.
 
-import { json } from "../api.js";
 import { copyButton, h, toast } from "../dom.js";
+import { admin } from "./admin_api.js";
 import { askFirst, onSubmit, problemSlot, when } from "./admin_parts.js";
 
-const enc = encodeURIComponent;
 const SCOPES = ["chat", "admin"];
 
 /** The start of a key as its owner sees it (`tly_<prefix>_<secret>`): enough to tell it apart. */
 const shown = (key) => `tly_${key.prefix}_`;
 
 export async function render(root, console, params) {
-  const { tenants } = await json("GET", "/api/admin/tenants"); // a chat key: 403, nothing shown
+  const { tenants } = await admin.tenants(); // a chat key: 403, nothing shown
   const title = h("h2", { class: "adm-title", t: "opKeys" });
   if (!tenants.length) {
     const toTenants = h(
@@ -89,9 +88,8 @@ class KeysView {
     );
     const form = h("form", { class: "op-toolbar adm-form" }, labelInput, scope, button, problem);
     onSubmit(form, { button, problem, console: this.console }, async () => {
-      const path = `/api/admin/tenants/${enc(this.tenantId)}/keys`;
       const body = { label: labelInput.value.trim(), scope: scope.value };
-      const { key } = await json("POST", path, body);
+      const { key } = await admin.issueKey(this.tenantId, body);
       form.reset();
       this.showSecret(key);
       await this.reload();
@@ -131,7 +129,7 @@ class KeysView {
   async reload() {
     let keys;
     try {
-      ({ keys } = await json("GET", `/api/admin/tenants/${enc(this.tenantId)}/keys`));
+      ({ keys } = await admin.keys(this.tenantId));
     } catch (err) {
       return this.console.fail(err);
     }
@@ -176,7 +174,7 @@ class KeysView {
 
   async revoke(key) {
     try {
-      await json("DELETE", `/api/admin/keys/${enc(key.id)}`);
+      await admin.revokeKey(key.id);
       toast(["admKeyRevoked", { prefix: shown(key) }]);
     } catch (err) {
       this.console.fail(err);

@@ -4,8 +4,9 @@
 
 import { apiKey, onUnauthorized, setApiKey } from "../api.js";
 import { SignIn } from "../auth.js";
-import { applyI18n } from "../i18n.js";
+import { addStrings, applyI18n } from "../i18n.js";
 import { toast } from "../dom.js";
+import { CONSOLE_STRINGS } from "./i18n_console.js";
 
 const VIEWS = {
   tenants: () => import("./tenants.js"),
@@ -17,8 +18,15 @@ const VIEWS = {
 };
 const DEFAULT_VIEW = "tenants";
 
+addStrings(CONSOLE_STRINGS); // before anything is drawn
+
 const root = document.getElementById("op-view");
-const signIn = new SignIn(document.getElementById("auth"), { onSignedIn: () => show() });
+const signIn = new SignIn({
+  titleKey: "opSignInTitle",
+  promptKey: "opSignInPrompt",
+  onSignedIn: () => show(),
+});
+document.getElementById("toasts").before(signIn.overlay);
 onUnauthorized(() => signIn.show());
 
 /** What a view may use besides its root: report an ApiError, go to another view. */

@@ -3,10 +3,10 @@
 // tenant: view its lines (GET …/tenants/{id}/memory, a person's where memory is per person),
 // and start a long operation (re-summarize its raw lines, export it) followed to its end.
 
-import { json } from "../api.js";
 import { h, setAttrs, setText } from "../dom.js";
 import { formatDateTime } from "../i18n.js";
-import { followOperation, listOperations, startOperation } from "./operations.js";
+import { admin } from "./admin_api.js";
+import { followOperation } from "./operations.js";
 
 const COLUMNS = [
   "memHealthTenant",
@@ -21,15 +21,17 @@ const ACTIONS = "memHealthActions";
 const WIDTH = COLUMNS.length + 1; // and the actions
 const SCOPES = { tenant: "memHealthScopeTenant", user: "memHealthScopeUser" };
 const ENDED = new Set(["done", "failed"]);
-const enc = encodeURIComponent;
 
 export async function render(root, console_) {
   const [{ tenants }, operations] = await Promise.all([
-    json("GET", "/api/admin/memory-health"),
-    listOperations().catch((err) => {
-      console_.fail(err); // the health still shows; only running operations are not followed
-      return [];
-    }),
+    admin.memoryHealth(),
+    admin
+      .operations()
+      .then((body) => body.operations)
+      .catch((err) => {
+        console_.fail(err); // the health still shows; only running operations are not followed
+        return [];
+      }),
   ]);
   const running = operations.filter((operation) => !ENDED.has(operation.state));
   const refresh = h(
@@ -109,7 +111,7 @@ function tenantRows(tenant, console_, running) {
     const start = async (kind) => {
       resummarize.disabled = exporting.disabled = true;
       try {
-        follow(await startOperation(id, kind));
+        follow(await admin.startOperation(id, kind));
       } catch (err) {
         console_.fail(err);
         resummarize.disabled = exporting.disabled = false;
@@ -155,11 +157,10 @@ function tenantRows(tenant, console_, running) {
 
   /** The tenant's lines (one person's, when `user` is given) below the form, if any. */
   async function showLines(user) {
-    const query = user ? `?user=${enc(user)}` : "";
     const read = ++reads;
     let entries;
     try {
-      ({ entries } = await json("GET", `/api/admin/tenants/${enc(id)}/memory${query}`));
+      ({ entries } = await admin.tenantMemory(id, user));
     } catch (err) {
       return console_.fail(err);
     }
@@ -175,7 +176,7 @@ function tenantRows(tenant, console_, running) {
   /** Read the tenant's health again (after an operation) and redraw its row. */
   async function reread() {
     try {
-      const { tenants } = await json("GET", "/api/admin/memory-health");
+      const { tenants } = await admin.memoryHealth();
       const fresh = tenants.find((other) => other.tenant_id === id);
       if (fresh) show(fresh);
     } catch (err) {

@@ -3,26 +3,14 @@
 // the API serves (an export, the usage CSV) need the Authorization header, which a plain link
 // cannot send: they are fetched with the key and saved through a Blob URL.
 
-import { json, send } from "../api.js";
 import { h, setText } from "../dom.js";
+import { admin } from "./admin_api.js";
 
 const POLL_EVERY_MS = 500;
 const REVOKE_AFTER_MS = 60_000; // the browser has taken its copy long before
 // "stalled" is still running, but its process stopped reporting: it may yet go on.
 const ENDED = new Set(["done", "failed"]);
 const KIND_LABELS = { resummarize: "operationResummarize", export: "operationExport" };
-const enc = encodeURIComponent;
-
-/** Start an operation of `kind` ("resummarize" | "export") on a tenant; answers it (202). */
-export function startOperation(tenantId, kind) {
-  return json("POST", `/api/admin/tenants/${enc(tenantId)}/operations`, { kind });
-}
-
-/** Operations of every tenant (or of `tenantId`), newest first. */
-export async function listOperations(tenantId) {
-  const query = tenantId ? `?tenant_id=${enc(tenantId)}` : "";
-  return (await json("GET", `/api/admin/operations${query}`)).operations;
-}
 
 /**
  * Show `operation` at the end of `host` and follow it until it is done or failed (or its view
@@ -102,7 +90,7 @@ export function followOperation(host, operation, { fail, onFinished = () => {} }
       await pause(POLL_EVERY_MS);
       if (!view.isConnected) return; // the operator left this view; the server carries on
       try {
-        current = await json("GET", `/api/admin/operations/${enc(current.id)}`);
+        current = await admin.operation(current.id);
       } catch (err) {
         fail(err);
         onFinished(null);
@@ -117,7 +105,7 @@ export function followOperation(host, operation, { fail, onFinished = () => {} }
 
 /** Fetch `path` with the key and save it as a file, named as the server says or `fallbackName`. */
 export async function download(path, fallbackName) {
-  const response = await send("GET", path, undefined, { extraHeaders: { Accept: "*/*" } });
+  const response = await admin.file(path);
   const blob = await response.blob();
   const url = URL.createObjectURL(blob);
   const name = attachmentName(response.headers.get("Content-Disposition")) ?? fallbackName;

@@ -5,17 +5,16 @@
 // until overridden here; a field the API cannot set is read-only. A refused value (400
 // invalid_settings) is shown next to its field, and nothing changes.
 
-import { json } from "../api.js";
 import { h, setText, toast } from "../dom.js";
+import { admin } from "./admin_api.js";
 import { problemSlot, showProblem } from "./admin_parts.js";
 
-const enc = encodeURIComponent;
 const ORIGIN_KEYS = { api: "admOriginApi", file: "admOriginFile", default: "admOriginDefault" };
 
 /** One tenant's settings: a row per field, shown, or edited in place. */
 export class SettingsCard {
   constructor(tenantId, body, console, onClose) {
-    this.path = `/api/admin/tenants/${enc(tenantId)}/settings`;
+    this.tenantId = tenantId;
     this.console = console;
     this.rows = h("tbody");
     this.card = h(
@@ -115,7 +114,7 @@ export class SettingsCard {
     const problem = row.querySelector("[data-testid=setting-error]");
     for (const button of row.querySelectorAll("button")) button.disabled = true;
     try {
-      const body = await json("PATCH", this.path, { values: { [field.key]: value } });
+      const body = await admin.changeTenantSetting(this.tenantId, field.key, value);
       this.draw(body.fields);
       toast(value === null ? "admSettingReset" : "admSettingSaved");
     } catch (err) {

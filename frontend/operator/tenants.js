@@ -2,17 +2,15 @@
 // one, disabling and enabling (asked first: a disabled tenant's keys stop at once), and a
 // panel with each tenant's settings (tenant_settings.js).
 
-import { json } from "../api.js";
 import { h, toast } from "../dom.js";
+import { admin } from "./admin_api.js";
 import { askFirst, onSubmit, problemSlot, when } from "./admin_parts.js";
 import { SettingsCard } from "./tenant_settings.js";
-
-const enc = encodeURIComponent;
 
 export async function render(root, console, params) {
   // A chat key: 403, nothing shown. A tenant's admin key: its own tenant, without the
   // operator's controls (create, settings, disable), which would only be refused.
-  const { tenants, is_operator: isOperator } = await json("GET", "/api/admin/tenants");
+  const { tenants, is_operator: isOperator } = await admin.tenants();
   const view = new TenantsView(root, console, { isOperator });
   view.draw(tenants);
   if (isOperator && params.tenant && tenants.some((tenant) => tenant.id === params.tenant)) {
@@ -74,7 +72,7 @@ class TenantsView {
     const form = h("form", { class: "op-toolbar adm-form" }, id, name, button, problem);
     onSubmit(form, { button, problem, console: this.console }, async () => {
       const body = { id: id.value.trim(), name: name.value.trim(), settings: {} };
-      const tenant = await json("POST", "/api/admin/tenants", body);
+      const tenant = await admin.createTenant(body);
       form.reset();
       toast(["admTenantCreated", { id: tenant.id }]);
       await this.reload();
@@ -84,7 +82,7 @@ class TenantsView {
 
   async reload() {
     try {
-      this.draw((await json("GET", "/api/admin/tenants")).tenants);
+      this.draw((await admin.tenants()).tenants);
     } catch (err) {
       this.console.fail(err);
     }
@@ -152,7 +150,7 @@ class TenantsView {
 
   async setDisabled(tenantId, disabled) {
     try {
-      await json("PATCH", `/api/admin/tenants/${enc(tenantId)}`, { disabled });
+      await admin.setTenantDisabled(tenantId, disabled);
       toast([disabled ? "admTenantDisabled" : "admTenantEnabled", { id: tenantId }]);
     } catch (err) {
       this.console.fail(err);
@@ -163,7 +161,7 @@ class TenantsView {
   async openSettings(tenantId) {
     let body;
     try {
-      body = await json("GET", `/api/admin/tenants/${enc(tenantId)}/settings`);
+      body = await admin.tenantSettings(tenantId);
     } catch (err) {
       return this.console.fail(err);
     }

@@ -3,9 +3,9 @@
 // usage is zero), today's tenants as bars, both showing the metric chosen; then a table of
 // every tenant's day. The CSV of the same numbers is fetched with the key and saved.
 
-import { json } from "../api.js";
 import { h, setAttrs } from "../dom.js";
 import { locale, t } from "../i18n.js";
+import { admin } from "./admin_api.js";
 import { download } from "./operations.js";
 import { DAY_S, barChart, dayOf, dayTime, lineChart } from "./usage_chart.js";
 
@@ -31,7 +31,7 @@ const COUNTS = [
 
 export async function render(root, console_, params) {
   const days = Math.min(Math.max(Number.parseInt(params.days, 10) || DEFAULT_DAYS, 1), MAX_DAYS);
-  const usage = await json("GET", `/api/admin/usage?days=${days}`);
+  const usage = await admin.usage(days);
   const rows = usage.days;
   const currency = usage.currency ?? "USD";
   const format = formats(currency);
@@ -108,7 +108,7 @@ function metricSelect() {
 
 /** A link to the CSV, which is fetched with the key (a plain link would send none). */
 function csvLink(days, console_) {
-  const path = `/api/admin/usage.csv?days=${days}`;
+  const path = admin.usageCsvPath(days);
   const link = h(
     "a",
     { class: "btn btn-small", href: path, download: "", dataset: { testid: "usage-csv" } },

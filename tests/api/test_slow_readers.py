@@ -1,4 +1,5 @@
-"""A frozen SSE reader holds only its own stream: other sessions keep answering (RELIABILITY J)."""
+"""A frozen SSE reader holds only its own stream: other sessions keep answering (docs/operations.md,
+reliability J)."""
 
 from __future__ import annotations
 

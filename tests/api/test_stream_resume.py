@@ -1,6 +1,6 @@
 """A client whose SSE connection dropped reconnects with `Last-Event-ID` and gets the rest of
 the turn, no event lost or repeated; a client that does not come back has its turn cancelled
-after `server.sse_resume_s`, keeping the words said so far (DESIGN §4)."""
+after `server.sse_resume_s`, keeping the words said so far (docs/api.md)."""
 
 from __future__ import annotations
 

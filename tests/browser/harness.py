@@ -221,7 +221,7 @@ async def tally(
 
 
 def keep_for_readme(shot: Path, name: str) -> None:
-    """Copy a screenshot to docs/<name> for the README, only when it is missing or
+    """Copy a screenshot to docs/<name> for the README and docs/, only when it is missing or
     TALLY_UPDATE_SCREENSHOT=1 asks, so that test runs leave the checkout as it was."""
     target = ROOT / "docs" / name
     if not target.exists() or os.environ.get("TALLY_UPDATE_SCREENSHOT") == "1":

@@ -1,7 +1,7 @@
-"""Platform bodies are input too (issue 30; RELIABILITY §C, §I): past a valid secret or
-signature, every bad update a platform could send is recorded as refused and answered 200, so
-the platform stops delivering it again; never a 500, never a turn; the bot answers the next
-good update. A text with a NUL or a lone surrogate is answered, and stored storable.
+"""Platform bodies are input too (issue 30; docs/operations.md, reliability C, I): past a valid
+secret or signature, every bad update a platform could send is recorded as refused and answered 200,
+so the platform stops delivering it again; never a 500, never a turn; the bot answers the next good
+update. A text with a NUL or a lone surrogate is answered, and stored storable.
 
 The family is shared (`bad_updates.py`): a platform added later joins with one `Platform` entry
 in `PLATFORMS`, and every probe runs against it on SQLite and PostgreSQL.

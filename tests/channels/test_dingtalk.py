@@ -9,7 +9,7 @@ from pathlib import Path
 
 from sqlalchemy import func, select
 
-from backend.channels.dingtalk.outbound import MAX_CHARS
+from backend.channels.dingtalk.format import MAX_CHARS
 from backend.channels.dingtalk.signature import sign
 from backend.storage.tables import channel_updates
 from tests.channels.conftest import ServedRobot, robot_settings, serving_robot, signed

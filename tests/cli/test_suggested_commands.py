@@ -1,6 +1,6 @@
 """Every command Tally suggests exists: each `tally …` that the code (an error, a hint, a help
-text) or the README names is a verb, action and option the command line has, and each `make …`
-a Makefile target. A suggestion of a command that is not there fails here."""
+text), the README or a docs/ page names is a verb, action and option the command line has, and
+each `make …` a Makefile target. A suggestion of a command that is not there fails here."""
 
 from __future__ import annotations
 
@@ -14,7 +14,12 @@ from tests.conftest import ROOT
 
 QUOTED = re.compile(r"`(tally [^`]+)`")
 MAKE = re.compile(r"`?\bmake ([a-z]+)\b(?:`| [A-Z]+=)")
-WHERE = [*sorted((ROOT / "backend").rglob("*.py")), ROOT / "README.md", ROOT / "Makefile"]
+WHERE = [
+    *sorted((ROOT / "backend").rglob("*.py")),
+    ROOT / "README.md",
+    *sorted((ROOT / "docs").glob("*.md")),  # the README's sections moved there (issue 31)
+    ROOT / "Makefile",
+]
 
 
 def suggestions() -> list[tuple[str, str]]:
@@ -67,7 +72,7 @@ def problem(command: str) -> str | None:
 
 def test_the_suggestions_are_found() -> None:
     commands = [command for _, command in suggestions()]
-    assert "tally tenants enable ID" in commands  # the README's table
+    assert "tally tenants enable ID" in commands  # the table in docs/operations.md
     assert any(c.startswith("tally tenants enable {tenant_id}") for c in commands)  # 403's hint
     assert problem("tally tenants revive acme") is not None  # and a wrong one is caught
     assert problem("tally serve --wrokers 2") is not None

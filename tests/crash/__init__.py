@@ -1,4 +1,5 @@
-"""Crash tests (RELIABILITY §H): the real server in a subprocess, killed with SIGKILL, restarted.
+"""Crash tests (docs/operations.md, reliability H): the real server in a subprocess, killed with
+SIGKILL, restarted.
 
 `TallyProcess` runs `python -m backend serve` against a config written into the test's
 tmp_path, answering through an in-process fake OpenAI upstream. The SQLite file is read with
@@ -314,7 +315,8 @@ class Case:
 
 @dataclass
 class Figure:
-    """RELIABILITY's figure for one group: cases tried, faults survived, items lost."""
+    """A figure of the reliability table (docs/operations.md): cases tried, faults survived, items
+    lost."""
 
     group: str
     tried: int = 0

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from backend.channels.dingtalk.outbound import MAX_CHARS, dingtalk_chunks
+from backend.channels.dingtalk.format import MAX_CHARS, dingtalk_chunks
 from tests.crash import ServerFiles, TallyProcess, query, write_config
 from tests.fakes import Text, last_user_text
 from tests.fakes.dingtalk_server import FakeDingTalkServer

@@ -1,5 +1,6 @@
-"""`kill -9` while a reverted line's range is distilled again, then a restart: the range ends
-with exactly one memory line, the new one, and every invariant holds (RELIABILITY §H)."""
+"""`kill -9` while a reverted line's range is distilled again, then a restart: the range ends with
+exactly one memory line, the new one, and every invariant holds (docs/operations.md, reliability
+H)."""
 
 from __future__ import annotations
 

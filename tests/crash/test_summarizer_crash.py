@@ -1,5 +1,6 @@
-"""`kill -9` at each journaled step of the overflow summarizer, then a restart (RELIABILITY §H):
-every evicted range is covered by exactly one memory line, no message is lost, MEMORY.md parses.
+"""`kill -9` at each journaled step of the overflow summarizer, then a restart (docs/operations.md,
+reliability H): every evicted range is covered by exactly one memory line, no message is lost,
+MEMORY.md parses.
 
 The server runs as a subprocess with `TALLY_FAILPOINTS=<step>`, so it SIGKILLs itself right
 after that step is durable; the restarted server (no failpoints) resumes the job on start-up.

@@ -1,6 +1,6 @@
-"""`kill -9` while a turn streams, then a restart (RELIABILITY §H, §G): the user message is
-stored once, no fake-complete reply exists, the next turn works, and a client retrying with the
-same `Idempotency-Key` resumes the unanswered turn instead of storing its message again.
+"""`kill -9` while a turn streams, then a restart (docs/operations.md, reliability H, G): the user
+message is stored once, no fake-complete reply exists, the next turn works, and a client retrying
+with the same `Idempotency-Key` resumes the unanswered turn instead of storing its message again.
 
 The fake upstream holds the model call open (before its first word, or after a few words), so
 the test decides exactly when the server dies: right after an SSE event has reached the client.

@@ -1,10 +1,10 @@
-"""Fuzzing the chat platforms' webhook bodies (issue 30; RELIABILITY §C, §I): past a valid
-proof (Telegram's secret token, DingTalk's signature), Hypothesis sends the bot bodies built
+"""Fuzzing the chat platforms' webhook bodies (issue 30; docs/operations.md, reliability C, I): past
+a valid proof (Telegram's secret token, DingTalk's signature), Hypothesis sends the bot bodies built
 from its platform's real update (fields replaced by any JSON value: strings with NUL and lone
-surrogates, integers of any size, NaN and infinities, nesting of any depth), arbitrary JSON,
-and arbitrary bytes, to the real app (uvicorn on 127.0.0.1, a fresh SQLite file). Every body
-is answered 200 (kept, or refused and recorded), never an error, and the bot still answers a
-good update at the end. The examples are derandomized: every run sends the same bodies."""
+surrogates, integers of any size, NaN and infinities, nesting of any depth), arbitrary JSON, and
+arbitrary bytes, to the real app (uvicorn on 127.0.0.1, a fresh SQLite file). Every body is answered
+200 (kept, or refused and recorded), never an error, and the bot still answers a good update at the
+end. The examples are derandomized: every run sends the same bodies."""
 
 from __future__ import annotations
 

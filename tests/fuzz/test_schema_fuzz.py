@@ -1,7 +1,7 @@
-"""Schema fuzzing (RELIABILITY.md §C): schemathesis generates requests for every operation of
-the app's OpenAPI schema, valid and invalid, with `auth.mode: none` and `auth.mode: keys`, and
-sends them to the real app (uvicorn on 127.0.0.1 with its lifespan running, a fresh SQLite
-file, a `ScriptedProvider` as the model). No answer is a 5xx, documented answers match their
+"""Schema fuzzing (docs/operations.md, reliability C): schemathesis generates requests for every
+operation of the app's OpenAPI schema, valid and invalid, with `auth.mode: none` and `auth.mode:
+keys`, and sends them to the real app (uvicorn on 127.0.0.1 with its lifespan running, a fresh
+SQLite file, a `ScriptedProvider` as the model). No answer is a 5xx, documented answers match their
 schema, and every refusal has the one error shape.
 
 The 500s it found (an empty tenant update, a retried first message, integers beyond 64 bits)

@@ -1,4 +1,5 @@
-"""Tenant isolation (RELIABILITY §A), over HTTP against the served app in keys mode.
+"""Tenant isolation (docs/operations.md, reliability A), over HTTP against the served app in keys
+mode.
 
 Two tenants, acme and globex, each get sessions, turns (one with a tool call), memory (written
 by hand and by the summarizer), keys and usage. Then each probes the other with its own chat and

@@ -1,6 +1,6 @@
 """SQLite on a disk that fills up or turns read-only in the middle of the work (issue 30;
-RELIABILITY §E): during a turn (the user's message stored, the model writing its reply) and
-during a summary (the summarizer's answer on its way to the journal).
+docs/operations.md, reliability E): during a turn (the user's message stored, the model writing its
+reply) and during a summary (the summarizer's answer on its way to the journal).
 
 The database and MEMORY.md live on a small tmpfs of the test's own, filled to the last byte or
 remounted read-only (root only: skipped elsewhere). A turn whose reply cannot be stored ends

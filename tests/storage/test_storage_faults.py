@@ -1,7 +1,7 @@
-"""Storage faults (RELIABILITY §E, issue: hardening): a full disk, a PostgreSQL server out of
-connections, a pool with no free connection, connections the server dropped. Each answers 503
-`storage_unavailable` with `Retry-After` (never a 500), `/api/health` says the database is
-unavailable while it lasts, nothing answered before is lost, nothing is stored twice, and the
+"""Storage faults (docs/operations.md, reliability E, issue: hardening): a full disk, a PostgreSQL
+server out of connections, a pool with no free connection, connections the server dropped. Each
+answers 503 `storage_unavailable` with `Retry-After` (never a 500), `/api/health` says the database
+is unavailable while it lasts, nothing answered before is lost, nothing is stored twice, and the
 next request after the fault works.
 
 Real faults only: the disk is a small tmpfs filled to the last byte (root only: skipped

@@ -1,4 +1,5 @@
-"""A storage outage answers 503 and keeps the connection (issue 30; RELIABILITY §E, §H).
+"""A storage outage answers 503 and keeps the connection (issue 30; docs/operations.md, reliability
+E, H).
 
 The database is a throwaway PostgreSQL cluster of the test's own, stopped and started again
 (never the shared server). Requests go over keep-alive HTTP/1.1 connections read byte by byte,

@@ -1,9 +1,9 @@
-"""A DingTalk callback signature replayed to two worker processes at once (issue 30; RELIABILITY
-§I). DingTalk's `sign` covers the time, not the body: a signature captured from one message and
-sent with another body at the same moment to a second process must not pass both. Two real
-`tally serve` processes on one PostgreSQL and one Redis each get one of the two messages with
-the same signature, at the same time, round after round: exactly one of each pair is answered
-200 and kept, the other refused 401; a redelivery of the message that won still passes."""
+"""A DingTalk callback signature replayed to two worker processes at once (issue 30;
+docs/operations.md, reliability I). DingTalk's `sign` covers the time, not the body: a signature
+captured from one message and sent with another body at the same moment to a second process must not
+pass both. Two real `tally serve` processes on one PostgreSQL and one Redis each get one of the two
+messages with the same signature, at the same time, round after round: exactly one of each pair is
+answered 200 and kept, the other refused 401; a redelivery of the message that won still passes."""
 
 from __future__ import annotations
 

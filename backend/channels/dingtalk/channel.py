@@ -1,6 +1,6 @@
-"""One tenant's DingTalk robot: its messages arrive over a Stream-mode connection or as signed
-HTTP callbacks, are kept in the bot's `Inbox` (by `msgId`) before DingTalk is told we have
-them, and are answered once, in order per conversation, after a crash too.
+"""One tenant's DingTalk robot: the hooks over the bot skeleton (`channels/bot.py`). Its
+messages arrive over a Stream-mode connection or as signed HTTP callbacks, and are kept (by
+`msgId`) before DingTalk is told we have them.
 
 A conversation is a session (`<bot>:<conversationId>`): a private chat keeps its user's memory
 (`memory.scope: user`), a group shares the tenant's.
@@ -8,225 +8,106 @@ A conversation is a session (`<bot>:<conversationId>`): a private chat keeps its
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
-import logging
-from collections.abc import Awaitable, Callable
 from typing import Any
 
-from backend.channels.backoff import until_it_works
-from backend.channels.base import (
-    NO_SUCH_BOT,
-    ChannelStatus,
-    WebhookAnswer,
-    WebhookCall,
-    error_body,
-    note_failure,
-    refused,
-)
-from backend.channels.commands import Ask, ChatRef, Command, CommandReply, Commands
-from backend.channels.context import ChannelServices
+from backend.channels.backoff import Sleep
+from backend.channels.base import NO_SUCH_BOT, WebhookAnswer, WebhookCall, error_body
+from backend.channels.bot import Envelope, PlatformBot
+from backend.channels.commands import Ask, ChatRef, Request
 from backend.channels.dingtalk.inbound import RobotMessage, message_id_of, parse, read_message
 from backend.channels.dingtalk.openapi import DingTalkApi, DingTalkError, Target
 from backend.channels.dingtalk.outbound import ConversationReplies
 from backend.channels.dingtalk.signature import CallbackSignatures
 from backend.channels.dingtalk.stream import StreamConnection
-from backend.channels.inbox import Inbox
-from backend.channels.leadership import run_as_leader
-from backend.channels.platform_body import RefusedUpdate, checked_update, fingerprint, read_body
-from backend.channels.turns import ChannelTurns, title_for
+from backend.channels.turns import title_for
 from backend.chat.user_input import image_part, image_type
-from backend.domain.inbound import InboundMessage, Sender
-from backend.domain.messages import ImagePart, UserInput
-from backend.metrics.registry import CHANNEL_EVENTS
+from backend.domain.inbound import Sender
+from backend.domain.messages import ImagePart
 from backend.settings.channels import DingTalkRobotSettings
 from backend.storage.channel_updates import UpdateOutcome
 
-log = logging.getLogger(__name__)
 
-CHANNEL = "dingtalk"
-PICTURE_UNAVAILABLE = "I could not fetch that picture from DingTalk; please send it again."
+class DingTalkChannel(PlatformBot[DingTalkRobotSettings, RobotMessage, str]):
+    KIND = "dingtalk"
+    PLATFORM_ERRORS = (DingTalkError, OSError)
+    PICTURE_ERRORS = (DingTalkError,)
+    PICTURE_UNAVAILABLE = "I could not fetch that picture from DingTalk; please send it again."
+    ANSWERS_UNCONNECTED = True  # replies go over HTTP
 
-
-class DingTalkChannel:
-    def __init__(
-        self,
-        *,
-        tenant_id: str,
-        name: str,
-        settings: DingTalkRobotSettings,
-        services: ChannelServices,
-        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
-    ) -> None:
-        self.tenant_id = tenant_id
-        self.name = name
-        self.settings = settings
-        self.status = ChannelStatus(tenant_id, name, CHANNEL, settings.mode)
-        self._sleep = sleep
-        self._services = services
+    def _set_up(self, sleep: Sleep) -> None:
+        settings = self.settings
         self._api = DingTalkApi(settings, sleep=sleep)
-        self._commands = Commands(services)
-        self._turns = ChannelTurns(services, kind=CHANNEL, bot=name)
-        self._inbox = Inbox(
-            status=self.status,
-            services=services,
-            handle=self._handle,
-            platform_errors=(DingTalkError, OSError),
-            on_error=self._failed,
-        )
         self._signatures = CallbackSignatures(settings.client_secret() or "")
         self._stream = StreamConnection(
             settings,
             status=self.status,
-            keep=self._keep,
+            keep=self._keep_received,
             refuse=lambda name, reason: self._inbox.refuse(name, {}, reason),
             on_error=self._failed,
             sleep=sleep,
         )
-        self._runner: asyncio.Task[None] | None = None
 
     # ---- lifecycle ------------------------------------------------------------------------
 
-    async def start(self) -> None:
-        unanswered = await self._inbox.unanswered()
-        self._inbox.open(unanswered)  # replies need no connection: they go over HTTP
+    async def _receive(self) -> None:
         if self.settings.mode == "stream":  # one Stream connection of all processes: the leader's
-            lock = ("tally.bot", self.tenant_id, self.name)
-            run = run_as_leader(self._services.database, lock, self._lead)
+            await self._as_leader(self._stream.run)
         else:
-            run = self._check_credentials()
-        self._runner = asyncio.create_task(run, name=f"dingtalk {self.name}")
-
-    async def stop(self) -> None:
-        if self._runner is not None:
-            self._runner.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._runner
-        await self._stream.aclose()
-        await self._inbox.close()
-        self.status.is_connected = False
-        await self._api.aclose()
-
-    async def settle(self) -> None:
-        """Until every message in hand is answered (tests, and a graceful stop)."""
-        await self._inbox.settle()
-
-    async def _lead(self) -> None:
-        self.status.is_leader = True
-        try:
-            await self._stream.run()
-        finally:
-            self.status.is_leader = False
+            await self._check_credentials()
 
     async def _check_credentials(self) -> None:
         """Callback mode has no connection of its own: "connected" once DingTalk takes the
         app's credentials (an access token), retried with backoff until it does."""
-        await until_it_works(
-            self._api.access_token,
-            what="connect",
-            errors=(DingTalkError,),
-            on_error=self._failed,
-            sleep=self._sleep,
-        )
-        self.status.is_connected = True
+        await self._until_it_works("connect", self._api.access_token, errors=(DingTalkError,))
+
+    async def _stop_receiving(self) -> None:
+        await self._stream.aclose()
+
+    async def _close(self) -> None:
+        await self._api.aclose()
 
     # ---- receiving ------------------------------------------------------------------------
 
-    async def _keep(self, data: dict[str, Any]) -> None:
-        """A Stream frame's robot message; returning lets the SDK acknowledge it. One that does
-        not read is recorded as refused and acknowledged: it would come again and again."""
-        payload: dict[str, Any] = {}
-        try:
-            payload = checked_update(data)
-            message = parse(payload)
-        except RefusedUpdate as exc:
-            name = message_id_of(payload) or fingerprint(repr(data).encode())
-            await self._inbox.refuse(name, payload, exc.reason)
-            return
-        await self._inbox.keep(message.message_id, payload)
-
-    async def handle_webhook(self, call: WebhookCall) -> WebhookAnswer:
+    def _authenticate(self, call: WebhookCall) -> WebhookAnswer | None:
         if self.settings.mode != "callback":
             return NO_SUCH_BOT
         timestamp = call.headers.get("timestamp", "")
-        signature = call.headers.get("sign", "")
-        problem = self._signatures.problem(timestamp, signature)
+        problem = self._signatures.problem(timestamp, call.headers.get("sign", ""))
         if problem is not None:
             return WebhookAnswer(401, error_body("unauthorized", problem))
-        payload: dict[str, Any] = {}
-        try:
-            payload = read_body(call.body)
-            message = parse(payload)
-        except RefusedUpdate as exc:
-            await self._refuse(payload, call.body, exc.reason)
-            return refused(exc.reason)
+        return None
+
+    async def _admit(self, call: WebhookCall, platform_id: str) -> WebhookAnswer | None:
+        """A signature covers the time, not the body: one that came with another message is a
+        replay (a redelivery of the same message passes)."""
         first = await self._services.updates.claim_proof(
-            tenant_id=self.tenant_id, bot=self.name, proof=signature, platform_id=message.message_id
+            tenant_id=self.tenant_id,
+            bot=self.name,
+            proof=call.headers.get("sign", ""),
+            platform_id=platform_id,
         )
-        if first != message.message_id:  # a redelivery of the same message passes
+        if first != platform_id:
             return WebhookAnswer(
                 401, error_body("unauthorized", "this sign came with another msgId")
             )
-        await self._inbox.keep(message.message_id, payload)
-        return WebhookAnswer(200, {})
+        return None
 
-    async def _refuse(self, payload: dict[str, Any], body: bytes, reason: str) -> None:
-        await self._inbox.refuse(message_id_of(payload) or fingerprint(body), payload, reason)
+    def _platform_id_of(self, payload: object) -> str | None:
+        return message_id_of(payload) if isinstance(payload, dict) else None
 
-    async def _handle(
-        self, platform_id: str, payload: dict[str, Any], chunks_sent: int
-    ) -> UpdateOutcome:
-        message = parse(payload)
-        request = read_message(message, self.settings)
-        if request is None:
-            return "ignored"
-        chat = self._chat_ref(message)
-        replies = self._replies(message)
-        if isinstance(request, Command):
-            await self._say(replies, await self._commands.run(request, chat))
-            return "answered"
-        async with self._inbox.chat_lock(message.conversation_id):
-            await self._answer(message, request, chat, replies, platform_id, chunks_sent)
-        return "answered"
+    def _read(self, payload: dict[str, Any]) -> str:
+        return parse(payload).message_id
 
-    async def _answer(
-        self,
-        message: RobotMessage,
-        ask: Ask,
-        chat: ChatRef,
-        replies: ConversationReplies,
-        platform_id: str,
-        chunks_sent: int,
-    ) -> None:
-        try:
-            pictures = await self._pictures(message)
-        except DingTalkError as exc:  # the text alone would be answered as if it was seen
-            log.warning("dingtalk %s: picture not fetched: %s", self.name, exc)
-            await self._turns.notice(replies, "photo_unavailable", PICTURE_UNAVAILABLE)
-            return
-        inbound = InboundMessage(
-            tenant_id=self.tenant_id,
-            channel=CHANNEL,
-            user_input=UserInput(ask.text, pictures),
-            external_key=chat.external_key,
-            sender=Sender(message.sender_staff_id or message.sender_id, message.sender_nick),
-            message_id=message.message_id,
-            user_key=chat.user_key,
-            title=title_for(ask.text or message.sender_nick),
-            is_group=message.is_group,
-            is_mentioned=True,  # read_message let only addressed group messages through
-            stream=False,
-        )
-        await self._turns.answer(inbound, replies, platform_id=platform_id, chunks_sent=chunks_sent)
+    async def _message(self, payload: dict[str, Any]) -> RobotMessage | UpdateOutcome:
+        return parse(payload)
 
-    async def _pictures(self, message: RobotMessage) -> tuple[ImagePart, ...]:
-        images = []
-        for code in message.pictures:
-            raw = await self._api.download(code)
-            images.append(image_part(image_type(raw) or "image/jpeg", raw))
-        return tuple(images)
+    # ---- answering ------------------------------------------------------------------------
 
-    # ---- sending --------------------------------------------------------------------------
+    def _request(self, message: RobotMessage) -> Request:
+        return read_message(message, self.settings)
+
+    def _chat_of(self, message: RobotMessage) -> ChatRef:
+        return self._chat(message.conversation_id, None if message.is_group else message.user_key)
 
     def _replies(self, message: RobotMessage) -> ConversationReplies:
         target = (
@@ -241,19 +122,19 @@ class DingTalkChannel:
             webhook_expires_ms=message.session_webhook_expires_ms,
         )
 
-    async def _say(self, replies: ConversationReplies, reply: CommandReply) -> None:
-        """A command's reply; its choices as a numbered list (DingTalk has no buttons)."""
-        text = reply.text
-        if reply.choices:
-            listed = "\n".join(f"{n}. {c.label}" for n, c in enumerate(reply.choices, start=1))
-            text += f"\n\n{listed}\n\nSend /forget <number>."
-        for chunk in replies.chunks(text):
-            await replies.send(chunk)
-        CHANNEL_EVENTS.labels(self.tenant_id, self.name, "reply").inc()
+    def _envelope(self, message: RobotMessage) -> Envelope:
+        return Envelope(
+            message_id=message.message_id,
+            sender=Sender(message.sender_staff_id or message.sender_id, message.sender_nick),
+            is_group=message.is_group,
+        )
 
-    def _chat_ref(self, message: RobotMessage) -> ChatRef:
-        user_key = None if message.is_group else message.user_key
-        return ChatRef(self.tenant_id, CHANNEL, f"{self.name}:{message.conversation_id}", user_key)
+    def _title(self, message: RobotMessage, ask: Ask) -> str:
+        return title_for(ask.text or message.sender_nick)
 
-    def _failed(self, what: str, error: BaseException) -> None:
-        note_failure(self.status, what, error, connection_lost=what == "connect")
+    async def _pictures(self, message: RobotMessage) -> tuple[ImagePart, ...]:
+        images = []
+        for code in message.pictures:
+            raw = await self._api.download(code)
+            images.append(image_part(image_type(raw) or "image/jpeg", raw))
+        return tuple(images)

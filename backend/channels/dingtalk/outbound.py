@@ -10,40 +10,17 @@ import time
 from collections.abc import Callable, Sequence
 from contextlib import AbstractAsyncContextManager
 
-from backend.channels.chunking import Block, pack, pieces
 from backend.channels.commands import CommandReply
+from backend.channels.dingtalk.format import dingtalk_chunks, title_of
 from backend.channels.dingtalk.openapi import DingTalkApi, DingTalkError, Target
 
 log = logging.getLogger(__name__)
 
-# DingTalk refuses Markdown over 5,000 characters; a margin for the title it shows beside it.
-MAX_CHARS = 4_000
-TITLE_CHARS = 40
 WEBHOOK_MARGIN_MS = 60_000  # a session webhook this close to expiry is not trusted to work
 
 
-def dingtalk_chunks(markdown: str, *, limit: int = MAX_CHARS) -> list[str]:
-    """`markdown` as ordered messages of at most `limit` characters each."""
-
-    def fits(blocks: list[Block]) -> bool:
-        return len(_joined(blocks)) <= limit
-
-    blocks = pieces(markdown, lambda block: fits([block]))
-    return [_joined(group) for group in pack(blocks, fits)]
-
-
-def _joined(blocks: list[Block]) -> str:
-    return "\n\n".join(block.markdown() for block in blocks)
-
-
-def title_of(text: str) -> str:
-    """What DingTalk shows of a message in notifications: its first words, without markup."""
-    first = text.strip().split("\n", 1)[0].lstrip("#>*-` ").strip()
-    return first[:TITLE_CHARS] or "Reply"
-
-
 class ConversationReplies:
-    """One DingTalk conversation as `Replies` (DingTalk has no "typing…" sign)."""
+    """One DingTalk conversation as the bot's `ChatReplies` (DingTalk has no "typing…" sign)."""
 
     def __init__(
         self,
@@ -85,6 +62,15 @@ class ConversationReplies:
         # Never asked (its messages cannot approve: a robot's Markdown has no buttons that
         # call back); said as text all the same, should that change.
         for chunk in self.chunks(question.text):
+            await self.send(chunk)
+
+    async def say(self, reply: CommandReply) -> None:
+        """A command's reply; its choices as a numbered list (DingTalk has no buttons)."""
+        text = reply.text
+        if reply.choices:
+            listed = "\n".join(f"{n}. {c.label}" for n, c in enumerate(reply.choices, start=1))
+            text += f"\n\n{listed}\n\nSend /forget <number>."
+        for chunk in self.chunks(text):
             await self.send(chunk)
 
     def _webhook_usable(self) -> bool:

@@ -1,4 +1,4 @@
-"""Initial schema (DESIGN §3) and the `default` tenant.
+"""Initial schema (docs/architecture.md, the schema) and the `default` tenant.
 
 Revision ID: 0001
 Revises:
