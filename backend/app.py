@@ -37,18 +37,18 @@ from backend.api.limits import BodySizeLimit
 from backend.api.request_head import ANY_HOST, LOOPBACK_HOSTS, HostPolicy, RequestHeadCheck
 from backend.api.turn_relay import TurnRelays
 from backend.channels.bot_runner import run_bots
-from backend.chat.admin_operations import AdminOperations
-from backend.composition import ADMIN_KEY_ENV, build_services
+from backend.composition.build import ADMIN_KEY_ENV, build_services
 from backend.domain.clock import utc_now
-from backend.metrics import process_stopped
+from backend.domain.tenants import DEFAULT_TENANT
+from backend.host.shipped_files import frontend_dir
+from backend.metrics.registry import process_stopped
+from backend.operations.runner import AdminOperations
 from backend.providers.base import ChatProvider
-from backend.resources import frontend_dir
 from backend.settings import Settings, load_settings
 from backend.tools.base import Tool
 
 log = logging.getLogger("tally")
 
-DEFAULT_TENANT = "default"
 FRONTEND = frontend_dir()
 # The HTTP parser's bound on a header block still arriving; the request line and line ends
 # come on top of the headers that RequestHeadCheck counts.

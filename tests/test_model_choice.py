@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
+from backend.composition.model_choice import choose_model
 from backend.errors import ConfigError
-from backend.model_choice import choose_model
 from backend.settings import Settings, load_settings
 from tests.conftest import make_settings
 

@@ -10,7 +10,7 @@ import sys
 from tests.conftest import ROOT
 
 PROBE = (
-    "import resource; from backend.open_files import raise_open_files_limit; "
+    "import resource; from backend.host.open_files import raise_open_files_limit; "
     "print(raise_open_files_limit(), resource.getrlimit(resource.RLIMIT_NOFILE)[0])"
 )
 

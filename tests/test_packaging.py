@@ -136,7 +136,7 @@ def test_the_wheel_carries_the_code_the_page_the_prompts_and_the_config(wheel: P
 def test_the_installed_wheel_runs_from_its_own_venv(installed: Installed, tmp_path: Path) -> None:
     probe = (
         "import json, sys, backend\n"
-        "from backend.resources import example_config, frontend_dir, prompts_dir\n"
+        "from backend.host.shipped_files import example_config, frontend_dir, prompts_dir\n"
         "print(json.dumps({'backend': backend.__file__, 'path': sys.path,\n"
         "    'bundled': [str(example_config()), str(frontend_dir()), str(prompts_dir())]}))\n"
     )

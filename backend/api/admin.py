@@ -24,7 +24,7 @@ from backend.api.schemas import (
     TenantUpdate,
 )
 from backend.channels.bot_runner import BotRunner
-from backend.chat.services import Services
+from backend.composition.services import Services
 from backend.errors import ConfigError, InvalidInput
 from backend.storage.tenants import ApiKeyRecord, Tenant, TenantNotFound
 from backend.tenancy.admin import create_key, create_tenant, refuse_file_only

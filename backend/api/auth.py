@@ -12,10 +12,10 @@ from typing import Annotated
 from fastapi import Depends, Header
 
 from backend.api.deps import ServicesDep
+from backend.domain.tenants import DEFAULT_TENANT
 from backend.errors import TallyError, Unauthorized
 from backend.tenancy.keys import ADMIN_TENANT, Principal
 
-DEFAULT_TENANT = "default"
 LOCAL_OPERATOR = Principal(DEFAULT_TENANT, "admin")
 
 

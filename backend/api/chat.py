@@ -4,8 +4,6 @@ a tool call waiting for approval, and cancel."""
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import AsyncGenerator
 from typing import Annotated
 
 from fastapi import APIRouter, Header
@@ -24,8 +22,9 @@ from backend.api.schemas import (
     ToolCallPublic,
     UsagePublic,
 )
-from backend.api.turn_http import event_stream, failure_response
+from backend.api.turn_http import event_stream, failure_response, open_turn, opened_events
 from backend.api.user_input import to_user_input
+from backend.domain.decisions import ToolDecision
 from backend.domain.events import TurnCompleted, TurnEvent, TurnFailed
 from backend.domain.inbound import InboundMessage
 from backend.errors import NotFound
@@ -69,16 +68,14 @@ async def send(
     if body.stream:
         keepalive_s = services.settings.server.sse_keepalive_s
         events = events_until_revoked(handle, watch)
-        # Wait for the turn to start, so a refusal (unknown session, quota) is an HTTP error;
-        # but no longer than a keep-alive: a turn queued behind another of its session, or on
-        # a busy server, starts its stream (with keep-alive comments) before a proxy gives up.
-        first = asyncio.ensure_future(anext(events))
-        await asyncio.wait({first}, timeout=keepalive_s)
-        refusal = first.result() if first.done() else None
-        if isinstance(refusal, TurnFailed):
+        # A refusal (unknown session, quota) is an HTTP error; the stream commits at the first
+        # event, or after a keep-alive's wait (see turn_http).
+        opening = await open_turn(events, commits=_any_event, wait_s=keepalive_s)
+        if opening.refusal is not None:
             await events.aclose()
-            return failure_response(refusal)
-        relay = relays.start(tenant_id, handle.turn_id, _chain(first, events), handle.cancel)
+            return failure_response(opening.refusal)
+        turn_events = opened_events(opening, events)
+        relay = relays.start(tenant_id, handle.turn_id, turn_events, handle.cancel)
         return event_stream(
             relay.follow(0),
             keepalive_s=keepalive_s,
@@ -118,18 +115,8 @@ def _send_response(end: TurnCompleted) -> SendResponse:
     )
 
 
-async def _chain(
-    first: asyncio.Future[TurnEvent], events: AsyncGenerator[TurnEvent, None]
-) -> AsyncGenerator[TurnEvent, None]:
-    try:
-        yield await first
-        async for event in events:
-            yield event
-    finally:
-        if not first.done():  # closed before the turn started: `events` is still running
-            first.cancel()
-            await asyncio.wait({first})
-        await events.aclose()  # events_until_revoked's key watch with it
+def _any_event(event: TurnEvent) -> bool:
+    return True
 
 
 @router.get(
@@ -186,7 +173,7 @@ async def decide(
     that serves several people shows each call only to the person whose turn it is, and
     answers for them; it never forwards another's ids."""
     applied = await services.chat.decide(
-        tenant_id=tenant_id, turn_id=turn_id, tool_call_id=body.tool_call_id, approved=body.approved
+        ToolDecision(tenant_id, turn_id, body.tool_call_id, approved=body.approved)
     )
     if not applied:
         raise NotFound(

@@ -9,8 +9,8 @@ from fastapi import Depends, Request
 
 from backend.api.turn_relay import TurnRelays
 from backend.channels.bot_runner import BotRunner
-from backend.chat.admin_operations import AdminOperations
-from backend.chat.services import Services
+from backend.composition.services import Services
+from backend.operations.runner import AdminOperations
 
 
 def get_services(request: Request) -> Services:

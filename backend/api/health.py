@@ -11,7 +11,7 @@ from fastapi import APIRouter, Response
 from sqlalchemy import text
 from sqlalchemy.exc import SQLAlchemyError
 
-from backend.api.auth import DEFAULT_TENANT, OptionalPrincipalDep
+from backend.api.auth import OptionalPrincipalDep
 from backend.api.deps import ChannelsDep, ServicesDep
 from backend.api.errors import retry_after_header
 from backend.api.health_schemas import (
@@ -23,7 +23,8 @@ from backend.api.health_schemas import (
 )
 from backend.channels.base import ChannelStatus
 from backend.chat.runtime import TenantRuntime
-from backend.chat.services import Services
+from backend.composition.services import Services
+from backend.domain.tenants import DEFAULT_TENANT
 from backend.domain.wording import count
 from backend.errors import StorageUnavailable
 from backend.providers.endpoints import base_url, display_url

@@ -29,7 +29,7 @@ UserScope = Annotated[
 ]
 
 MAX_MANUAL_ENTRY_CHARS = 2_000
-MANUAL_SOURCE = "manual"
+MANUAL_KIND = "manual"
 
 
 def entry_public(entry: MemoryEntry, *, is_current: bool = True) -> MemoryEntryPublic:
@@ -118,7 +118,7 @@ async def add_entry(
     (entry,) = await services.memory.append(
         tenant_id=tenant_id,
         scope_key=user,
-        entries=[NewEntry(source=MANUAL_SOURCE, content=content)],
+        entries=[NewEntry(source=MANUAL_KIND, content=content)],
     )
     return entry_public(entry)
 

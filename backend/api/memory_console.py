@@ -15,8 +15,8 @@ from backend.api.health import memory_problems
 from backend.api.health_schemas import MemoryProblemPublic
 from backend.api.memory import UserScope, memory_public
 from backend.api.schemas import MemoryPublic
-from backend.chat.admin_operations import memory_scopes
 from backend.memory.base import MemoryUnavailable
+from backend.operations.runner import memory_scopes
 
 router = APIRouter(prefix="/api/admin", tags=["admin"])
 

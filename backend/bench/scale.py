@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from backend.open_files import raise_open_files_limit
+from backend.host.open_files import raise_open_files_limit
 
 ARCHIVED_MESSAGES = 100_000  # scenario e's stored history, all but the window archived
 MAX_GROWTH = 1.2  # e's CPU per turn ÷ a fresh session's (a)

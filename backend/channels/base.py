@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Protocol
 
-from backend.metrics import CHANNEL_EVENTS
+from backend.metrics.registry import CHANNEL_EVENTS
 
 log = logging.getLogger(__name__)
 

@@ -29,8 +29,8 @@ from backend.channels.platform_body import RefusedUpdate, checked_update, finger
 from backend.channels.turns import ChannelTurns, Replies, title_for
 from backend.domain.inbound import InboundMessage, Sender
 from backend.domain.messages import ImagePart, UserInput
-from backend.metrics import CHANNEL_EVENTS
-from backend.storage.channel_updates import ChannelUpdate, Finished
+from backend.metrics.registry import CHANNEL_EVENTS
+from backend.storage.channel_updates import ChannelUpdate, UpdateOutcome
 
 log = logging.getLogger(__name__)
 
@@ -143,7 +143,7 @@ class PlatformBot(ABC, Generic[Settings, Message, Chunk]):
         """The id of the update `payload` is, once it reads; else RefusedUpdate."""
 
     @abstractmethod
-    async def _message(self, payload: dict[str, Any]) -> Message | Finished:
+    async def _message(self, payload: dict[str, Any]) -> Message | UpdateOutcome:
         """The message a kept update carries; or, for one that carries none to answer, what
         became of it (a button pressed is answered here)."""
 
@@ -270,10 +270,10 @@ class PlatformBot(ABC, Generic[Settings, Message, Chunk]):
 
     async def _handle(
         self, platform_id: str, payload: dict[str, Any], chunks_sent: int
-    ) -> Finished:
+    ) -> UpdateOutcome:
         message = await self._message(payload)
         if isinstance(message, str):
-            return message  # type: ignore[return-value]  # a Finished: platform messages are no str
+            return message  # type: ignore[return-value]  # an UpdateOutcome: platform messages are no str
         request = self._request(message)
         if request is None:
             return "ignored"

@@ -6,17 +6,17 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
-from backend.channel_settings import ChannelSettings
 from backend.channels.base import Channel, ChannelStatus
 from backend.channels.context import ChannelServices
 from backend.channels.registry import build_channel
 from backend.chat.failpoints import Failpoints
-from backend.chat.services import Services
+from backend.composition.services import Services
+from backend.domain.tenants import DEFAULT_TENANT
 from backend.errors import ConfigError, NotFound
-from backend.settings import DEFAULT_TENANT
+from backend.settings.channels import ChannelSettings, check_bots
 from backend.storage.channel_updates import ChannelUpdateRepository
 
 log = logging.getLogger(__name__)
@@ -26,30 +26,6 @@ TenantBots = dict[str, ChannelSettings]
 
 class BotNotFound(NotFound):
     pass
-
-
-def bot_key_path(tenant_id: str, name: str) -> str:
-    """Where config.yaml sets a bot up: `channels.<name>`, or `tenants.<id>.channels.<name>`."""
-    prefix = "" if tenant_id == "default" else f"tenants.{tenant_id}."
-    return f"{prefix}channels.{name}"
-
-
-def check_bots(bots: Iterable[tuple[str, str, ChannelSettings]]) -> list[str]:
-    """Problems with a set of (tenant, bot name, settings): a credential variable that is not
-    set, or one bot's credentials configured twice (two processes would steal each other's
-    updates)."""
-    problems: list[str] = []
-    seen: dict[str, str] = {}
-    for tenant_id, name, settings in bots:
-        where = bot_key_path(tenant_id, name)
-        problems += [f"{where}.{problem}" for problem in settings.problems()]
-        identity = settings.identity()
-        if not identity:
-            continue
-        if identity in seen:
-            problems.append(f"{where}: the same {settings.IDENTITY} as {seen[identity]}")
-        seen.setdefault(identity, where)
-    return problems
 
 
 class BotRunner:

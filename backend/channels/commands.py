@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 
 from backend.channels.context import ChannelServices
 from backend.chat.linking import MemoryNotPersonal
+from backend.domain.decisions import ToolDecision
 from backend.domain.events import ToolApprovalRequested
 from backend.domain.ids import approval_ref
 from backend.errors import TallyError
@@ -175,11 +176,7 @@ class Commands:
         session = await self._session(chat)  # a button decides only for its own chat
         try:
             applied = session is not None and await self._services.chat.decide(
-                tenant_id=chat.tenant_id,
-                turn_id=turn_id,
-                tool_call_id=call_ref,
-                approved=approved,
-                session_id=session,
+                ToolDecision(chat.tenant_id, turn_id, call_ref, approved, session_id=session)
             )
         except TallyError as exc:  # the process running the turn cannot be reached now
             return f"Your answer could not be passed on ({exc.code}); press again."

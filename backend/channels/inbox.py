@@ -20,8 +20,8 @@ from typing import Any
 
 from backend.channels.base import ChannelStatus, note_refused
 from backend.channels.context import ChannelServices
-from backend.metrics import CHANNEL_EVENTS
-from backend.storage.channel_updates import ChannelUpdate, Finished
+from backend.metrics.registry import CHANNEL_EVENTS
+from backend.storage.channel_updates import ChannelUpdate, UpdateOutcome
 
 log = logging.getLogger(__name__)
 
@@ -30,7 +30,7 @@ log = logging.getLogger(__name__)
 STOP_GRACE_S = 5.0
 
 # (platform id, payload, chunks of its reply already sent) → what became of the update
-Handle = Callable[[str, dict[str, Any], int], Awaitable[Finished]]
+Handle = Callable[[str, dict[str, Any], int], Awaitable[UpdateOutcome]]
 OnError = Callable[[str, BaseException], None]
 
 

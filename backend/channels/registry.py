@@ -16,9 +16,9 @@ from typing import cast
 
 from pydantic import BaseModel
 
-from backend.channel_settings import ChannelSettings, DingTalkRobotSettings, TelegramBotSettings
 from backend.channels.base import Channel
 from backend.channels.context import ChannelServices
+from backend.settings.channels import ChannelSettings, DingTalkRobotSettings, TelegramBotSettings
 
 
 @dataclass(frozen=True, slots=True)

@@ -16,7 +16,7 @@ from backend.chat.turn_handle import TurnHandle
 from backend.domain.events import ToolApprovalRequested, TurnCompleted, TurnFailed
 from backend.domain.inbound import InboundMessage
 from backend.errors import TallyError
-from backend.metrics import CHANNEL_EVENTS
+from backend.metrics.registry import CHANNEL_EVENTS
 
 log = logging.getLogger(__name__)
 

@@ -9,15 +9,15 @@ DemoSummarizer and answers in the asked format. Deterministic: the same prompt, 
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
 from datetime import UTC, date, datetime
 
 from backend.chat.demo_summarizer import DEMO_SUMMARY_MODEL, DemoSummarizer
 from backend.chat.fidelity import extract_identifiers
 from backend.chat.prompts import PromptRenderer
-from backend.chat.summarizer import SummaryModel, SummaryOutput
+from backend.chat.summarizer import SummaryModel, SummaryOutput, SummaryPrompt
 from backend.domain.events import Finished, ProviderEvent, TextDelta, UsageReported
 from backend.domain.messages import Role, StoredMessage
 from backend.domain.requests import ChatRequest
@@ -32,20 +32,10 @@ _REPLACEABLE = re.compile(r"^\[(L\d+)\] (.*)$")
 _SAID_ON = re.compile(r"^\(said on (\d{4}-\d{2}-\d{2})\)$")
 
 
-@dataclass(frozen=True, slots=True)
-class SummaryPrompt:
-    """What a summarizer prompt asks about, as DemoSummarizer takes it."""
-
-    messages: tuple[StoredMessage, ...]
-    memory_from_id: int  # the first [new] message
-    previous_summary: str
-    language: str
-    replaceable: tuple[MemoryEntry, ...]  # ids are the prompt's labels: L1, L2, …
-
-
 def read_prompt(prompt: str) -> SummaryPrompt | None:
-    """The messages, previous summary and replaceable lines of an overflow summary prompt;
-    None when it holds no message in the form the templates write."""
+    """The messages, previous summary and replaceable lines of an overflow summary prompt (the
+    replaceable lines' ids are the prompt's labels, L1, L2, …); None when it holds no message
+    in the form the templates write."""
     lines = prompt.splitlines()
     starts = [i for i, line in enumerate(lines) if line.strip() in MESSAGES_HEADINGS]
     if not starts:
@@ -122,15 +112,8 @@ class BuiltinSummaryModel:
         new_user_texts = [
             m.content for m in asked.messages if m.role == "user" and m.id >= asked.memory_from_id
         ]
-        output = await self._rules.distill(
-            self._model,
-            list(asked.messages),
-            asked.memory_from_id,
-            asked.previous_summary,
-            asked.language,
-            extract_identifiers(new_user_texts),
-            replaceable=asked.replaceable,
-        )
+        asked = dataclasses.replace(asked, keep=extract_identifiers(new_user_texts))
+        output = await self._rules.distill(self._model, asked)
         yield TextDelta(answer_text(output))
         yield UsageReported(output.usage)
         yield Finished("stop")

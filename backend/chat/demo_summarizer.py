@@ -14,15 +14,21 @@ import re
 from collections.abc import Sequence
 
 from backend.chat.prompts import PromptRenderer
-from backend.chat.summarizer import REPLACEABLE_FACTS, Summarizer, SummaryModel, SummaryOutput
-from backend.domain.messages import StoredMessage, Usage
+from backend.chat.summarizer import (
+    REPLACEABLE_FACTS,
+    Summarizer,
+    SummaryModel,
+    SummaryOutput,
+    SummaryPrompt,
+)
+from backend.domain.messages import Usage
 from backend.memory.corrections import (
     SENTENCE,
     changed_things,
     mentions_changed,
     overridden_sentences,
 )
-from backend.memory.entries import MAX_SUPERSEDED, MemoryEntry
+from backend.memory.entries import MAX_SUPERSEDED
 from backend.memory.relevance import current_facts
 from backend.providers.base import ChatProvider
 from backend.providers.canned_text import quote
@@ -43,31 +49,23 @@ class DemoSummarizer(Summarizer):
     def __init__(self, provider: ChatProvider, prompts: PromptRenderer) -> None:
         super().__init__([SummaryModel(provider, DEMO_SUMMARY_MODEL)], prompts)
 
-    async def distill(
-        self,
-        model: SummaryModel,
-        messages: Sequence[StoredMessage],
-        memory_from_id: int,
-        previous_summary: str,
-        language: str,
-        keep: list[str],
-        replaceable: Sequence[MemoryEntry] = (),
-        missing: Sequence[str] = (),
-    ) -> SummaryOutput:
+    async def distill(self, model: SummaryModel, asked: SummaryPrompt) -> SummaryOutput:
+        messages, memory_from_id = asked.messages, asked.memory_from_id
         said = [m.content for m in messages if m.role == "user"]
         new = [m.content for m in messages if m.role == "user" and m.id >= memory_from_id]
-        facts = _facts(new, keep)
+        facts = _facts(new, asked.keep)
         replaced = [  # the current facts about what the user said changed
             fact.ref
             for fact in current_facts(
-                replaceable, limit=REPLACEABLE_FACTS, queries=changed_things(new)
+                asked.replaceable, limit=REPLACEABLE_FACTS, queries=changed_things(new)
             )
             if mentions_changed(new, fact.text)
         ]
         words = sum(len(m.content.split()) for m in messages)
         usage = Usage(words, sum(len(f.split()) for f in facts))
         supersedes = tuple(replaced[:MAX_SUPERSEDED])
-        return SummaryOutput(tuple(facts), _summary(previous_summary, said), usage, supersedes)
+        summary = _summary(asked.previous_summary, said)
+        return SummaryOutput(tuple(facts), summary, usage, supersedes)
 
 
 def _facts(user_texts: Sequence[str], keep: Sequence[str]) -> list[str]:

@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from backend.domain.wording import count
-from backend.metrics import MEMORY_DEGRADED
+from backend.metrics.registry import MEMORY_DEGRADED
 
 
 @dataclass(frozen=True, slots=True)

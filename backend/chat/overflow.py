@@ -29,8 +29,8 @@ from backend.domain.messages import Session, StoredMessage, Usage
 from backend.errors import SessionNotFound, TallyError
 from backend.memory.base import MemoryStore
 from backend.memory.proposals import Confirmation
-from backend.metrics import SUMMARIZER_RUNS
-from backend.pricing import Charge
+from backend.metrics.registry import SUMMARIZER_RUNS
+from backend.settings.pricing import Charge
 from backend.storage.faults import as_storage_fault
 from backend.storage.messages import MessageRepository
 from backend.storage.overflow_jobs import JobKind, OverflowJob, OverflowJobRepository

@@ -19,8 +19,8 @@ from backend.domain.messages import StoredMessage, Usage
 from backend.memory.base import MemoryEntryNotFound, MemoryStore, MemoryUnavailable
 from backend.memory.entries import FACT_SEPARATOR, MemoryEntry, NewEntry, Provenance
 from backend.memory.proposals import Confirmation
-from backend.metrics import SUMMARIZER_RUNS, TOKENS
-from backend.pricing import Charge
+from backend.metrics.registry import SUMMARIZER_RUNS, TOKENS
+from backend.settings.pricing import Charge
 from backend.storage.messages import MessageRepository
 from backend.storage.overflow_jobs import OverflowJob, OverflowJobRepository
 from backend.storage.usage import UsageDay

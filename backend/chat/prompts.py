@@ -20,7 +20,7 @@ from jinja2 import (
 from jinja2.sandbox import SandboxedEnvironment
 
 from backend.errors import ConfigError
-from backend.resources import prompts_dir as shipped_prompts_dir
+from backend.host.shipped_files import prompts_dir as shipped_prompts_dir
 
 # What each turn adds after its user message (the time, memory picked for the message).
 TURN_CONTEXT_TEMPLATE = "turn_context.md.j2"

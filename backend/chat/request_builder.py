@@ -23,7 +23,7 @@ from backend.domain.events import Compacted
 from backend.domain.messages import Session, StoredMessage
 from backend.domain.requests import ChatRequest, RequestMessage
 from backend.memory.entries import neutralise
-from backend.metrics import PROMPT_BUILD_SECONDS
+from backend.metrics.registry import PROMPT_BUILD_SECONDS
 from backend.settings import PersonaSettings
 from backend.tools.registry import ToolRegistry
 

@@ -13,7 +13,7 @@ from backend.storage.messages import MessageRepository
 from backend.storage.overflow_jobs import OverflowJobRepository
 from backend.storage.sessions import SessionRepository
 
-SUMMARIZER_SOURCES = ("auto-overflow", "auto-summary", "auto-raw")
+SUMMARIZER_WRITERS = ("auto-overflow", "auto-summary", "auto-raw")
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,7 +39,7 @@ async def revert_line(
     if entry is None:
         raise MemoryEntryNotFound(entry_id)
     provenance = entry.provenance
-    if provenance is None or entry.writer not in SUMMARIZER_SOURCES:
+    if provenance is None or entry.writer not in SUMMARIZER_WRITERS:
         raise Conflict(
             "only entries a summarizer wrote can be reverted; delete this one instead",
             code="not_revertible",

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 from backend.chat.turn_handle import TurnHandle
+from backend.domain.decisions import ToolDecision
 
 
 class RunningTurns:
@@ -32,21 +33,14 @@ class RunningTurns:
         handles[0].cancel()
         return True
 
-    def decide(
-        self,
-        tenant_id: str,
-        turn_id: str,
-        tool_call_id: str,
-        approved: bool,
-        session_id: str | None = None,
-    ) -> bool | None:
-        """Approve or deny a call waiting in the tenant's turn (of `session_id`, when given):
-        whether it was applied; None when this process does not run the turn."""
+    def decide(self, decision: ToolDecision) -> bool | None:
+        """Apply a decision on a call waiting in the tenant's turn (of its session, when it
+        names one): whether it was applied; None when this process does not run the turn."""
         for (tenant, session), handles in self._by_session.items():
             for handle in handles:
-                if (tenant, handle.turn_id) != (tenant_id, turn_id):
+                if (tenant, handle.turn_id) != (decision.tenant_id, decision.turn_id):
                     continue
-                if session_id is not None and session != session_id:
+                if decision.session_id is not None and session != decision.session_id:
                     return False
-                return handle.approvals.decide(tool_call_id, approved=approved)
+                return handle.approvals.decide(decision.tool_call_id, approved=decision.approved)
         return None

@@ -8,6 +8,7 @@ from backend.chat.runtime import RuntimeRegistry
 from backend.chat.turn import TurnRunner
 from backend.chat.turn_handle import TurnHandle, TurnRequest, normalise_idempotency_key
 from backend.chat.user_input import check_user_input
+from backend.domain.decisions import ToolDecision
 from backend.domain.inbound import InboundMessage
 from backend.storage.messages import MessageRepository
 from backend.storage.sessions import SessionRepository
@@ -60,24 +61,9 @@ class ChatService:
     async def cancel(self, *, tenant_id: str, session_id: str) -> bool:
         return await self._turns.cancel(tenant_id=tenant_id, session_id=session_id)
 
-    async def decide(
-        self,
-        *,
-        tenant_id: str,
-        turn_id: str,
-        tool_call_id: str,
-        approved: bool,
-        session_id: str | None = None,
-    ) -> bool:
-        """Approve or deny a tool call waiting in a turn (of `session_id`, when given: a chat's
-        button decides only for that chat); False when none waits so."""
-        return await self._turns.decide(
-            tenant_id=tenant_id,
-            turn_id=turn_id,
-            tool_call_id=tool_call_id,
-            approved=approved,
-            session_id=session_id,
-        )
+    async def decide(self, decision: ToolDecision) -> bool:
+        """Apply a decision on a tool call waiting in a turn; False when none waits so."""
+        return await self._turns.decide(decision)
 
     async def _session_id(self, inbound: InboundMessage, key: str | None) -> str:
         """The session named, else the one a retried message landed in, else the platform

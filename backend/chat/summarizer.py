@@ -84,6 +84,22 @@ class SummaryModel:
     name: str
 
 
+@dataclass(frozen=True, slots=True)
+class SummaryPrompt:
+    """What one summary attempt asks: the `messages` (from `memory_from_id` on, for memory; the
+    ones before, context), the summary so far, the language, the identifiers to `keep` and those
+    an earlier try dropped (`missing`), and the current lines a fact may replace
+    (`replaceable`, shown labelled L1, L2, …)."""
+
+    messages: Sequence[StoredMessage]
+    memory_from_id: int
+    previous_summary: str
+    language: str
+    replaceable: Sequence[MemoryEntry] = ()
+    keep: Sequence[str] = ()
+    missing: Sequence[str] = ()
+
+
 class Summarizer:
     def __init__(
         self,
@@ -143,56 +159,35 @@ class Summarizer:
         usage = Usage()
         summary = previous_summary
         for part in split_by_budget(messages, self._budget):
-            output = await self._summarize_part(
-                model,
+            asked = SummaryPrompt(
                 messages=[cut_to_budget(m, self._budget) for m in part],
                 memory_from_id=memory_from_id,
                 previous_summary=summary,
                 language=language,
+                replaceable=replaceable,
                 # What the user took back later in the range is not to be kept.
                 keep=extract_identifiers(
                     without_overridden(
                         [m.content for m in part if m.role == "user" and m.id >= memory_from_id]
                     )
                 ),
-                replaceable=replaceable,
             )
+            output = await self._summarize_part(model, asked)
             facts += output.facts
             supersedes += output.supersedes
             usage.add(output.usage)
             summary = output.summary
         return SummaryOutput(tuple(facts), summary, usage, tuple(dict.fromkeys(supersedes)))
 
-    async def _summarize_part(
-        self,
-        model: SummaryModel,
-        *,
-        messages: Sequence[StoredMessage],
-        memory_from_id: int,
-        previous_summary: str,
-        language: str,
-        keep: list[str],
-        replaceable: Sequence[MemoryEntry],
-    ) -> SummaryOutput:
-        for_memory = [m for m in messages if m.id >= memory_from_id]
-        output = await self.distill(
-            model, messages, memory_from_id, previous_summary, language, keep, replaceable
-        )
-        missing = missing_identifiers(keep, output.memory_text) if output.facts else []
+    async def _summarize_part(self, model: SummaryModel, asked: SummaryPrompt) -> SummaryOutput:
+        for_memory = [m for m in asked.messages if m.id >= asked.memory_from_id]
+        output = await self.distill(model, asked)
+        missing = missing_identifiers(asked.keep, output.memory_text) if output.facts else []
         if missing:
-            retry = await self.distill(
-                model,
-                messages,
-                memory_from_id,
-                previous_summary,
-                language,
-                keep,
-                replaceable,
-                missing,
-            )
+            retry = await self.distill(model, dataclasses.replace(asked, missing=missing))
             retry.usage.add(output.usage)
             output = retry
-            still_missing = missing_identifiers(keep, output.memory_text)
+            still_missing = missing_identifiers(asked.keep, output.memory_text)
             if still_missing:  # keep them verbatim rather than lose them
                 kept = "kept verbatim: " + ", ".join(still_missing)
                 output = dataclasses.replace(output, facts=(*output.facts, kept))
@@ -200,24 +195,14 @@ class Summarizer:
             output = SummaryOutput((), output.summary, output.usage)
         return output
 
-    async def distill(
-        self,
-        model: SummaryModel,
-        messages: Sequence[StoredMessage],
-        memory_from_id: int,
-        previous_summary: str,
-        language: str,
-        keep: list[str],
-        replaceable: Sequence[MemoryEntry] = (),
-        missing: Sequence[str] = (),
-    ) -> SummaryOutput:
-        """One attempt: the model's facts (from messages with id >= `memory_from_id`) and its
-        updated summary. `keep` are identifiers to copy; `missing` those a try dropped;
-        `replaceable` the current lines a fact may replace, shown labelled L1, L2, …"""
+    async def distill(self, model: SummaryModel, asked: SummaryPrompt) -> SummaryOutput:
+        """One attempt: the model's facts (from the messages for memory) and its updated
+        summary."""
+        messages, memory_from_id = asked.messages, asked.memory_from_id
         said_each = [m.content for m in messages if m.role == "user" and m.id >= memory_from_id]
-        shown = current_facts(replaceable, limit=REPLACEABLE_FACTS, queries=said_each)
+        shown = current_facts(asked.replaceable, limit=REPLACEABLE_FACTS, queries=said_each)
         prompt = self._prompts.render(
-            summary_template(language),
+            summary_template(asked.language),
             messages=[
                 {
                     "role": m.role,
@@ -227,9 +212,9 @@ class Summarizer:
                 }
                 for m in messages
             ],
-            previous_summary=previous_summary,
-            keep=keep,
-            missing=list(missing),
+            previous_summary=asked.previous_summary,
+            keep=list(asked.keep),
+            missing=list(asked.missing),
             has_memory_part=any(m.id >= memory_from_id for m in messages),
             replaceable=[
                 {"label": f"L{n}", "content": fact.text} for n, fact in enumerate(shown, 1)
@@ -244,7 +229,7 @@ class Summarizer:
         text, usage = await _complete(model.provider, request)
         facts, summary = parse_output(text)
         facts, supersedes = replaced_facts(facts, shown)
-        summary = summary[:SUMMARY_MAX_CHARS] or previous_summary
+        summary = summary[:SUMMARY_MAX_CHARS] or asked.previous_summary
         return SummaryOutput(facts, summary, usage, supersedes)
 
 

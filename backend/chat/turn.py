@@ -21,6 +21,7 @@ from backend.chat.turn_failures import forget_failure, keep_failure
 from backend.chat.turn_handle import TurnHandle, TurnRequest
 from backend.chat.turn_lock import SessionLocks
 from backend.coordination.base import Coordinator
+from backend.domain.decisions import ToolDecision
 from backend.domain.events import (
     MemoryDegraded,
     ToolCallRecord,
@@ -31,7 +32,7 @@ from backend.domain.events import (
 from backend.domain.inbound import origin_of
 from backend.domain.messages import Session, StoredMessage, Usage, UserInput
 from backend.errors import Conflict, EmptyReply, InvalidInput, TallyError, TurnCancelled
-from backend.pricing import charge
+from backend.settings.pricing import charge
 from backend.storage.faults import as_storage_fault
 from backend.storage.messages import MessageRepository
 from backend.storage.tool_conversations import ToolConversationRepository
@@ -84,24 +85,14 @@ class TurnRunner:
             return True
         return await self._coordinator.cancel_elsewhere(tenant_id, session_id)
 
-    async def decide(
-        self,
-        *,
-        tenant_id: str,
-        turn_id: str,
-        tool_call_id: str,
-        approved: bool,
-        session_id: str | None = None,
-    ) -> bool:
-        """Approve or deny a tool call waiting in a turn (of `session_id`, when given), in this
-        process or the one running it; False when no such call waits (unknown, another
-        tenant's or session's, answered, timed out)."""
-        here = self.running.decide(tenant_id, turn_id, tool_call_id, approved, session_id)
+    async def decide(self, decision: ToolDecision) -> bool:
+        """Apply a decision on a tool call waiting in a turn, in this process or the one running
+        it; False when no such call waits (unknown, another tenant's or session's, answered,
+        timed out)."""
+        here = self.running.decide(decision)
         if here is not None:
             return here
-        return await self._coordinator.decide_elsewhere(
-            tenant_id, turn_id, tool_call_id, approved, session_id
-        )
+        return await self._coordinator.decide_elsewhere(decision)
 
     async def aclose(self) -> None:
         for task in self._tasks:

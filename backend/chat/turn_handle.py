@@ -9,11 +9,11 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
 from backend.chat.approvals import Approvals
-from backend.chat.observability import observe_turn_event
 from backend.chat.turn_log import log_retry, log_turn_end
 from backend.domain.events import RetryScheduled, TurnCompleted, TurnEvent, TurnFailed
 from backend.domain.ids import new_turn_id
 from backend.domain.messages import UserInput
+from backend.metrics.turns import observe_turn_event
 
 
 def normalise_idempotency_key(key: str | None) -> str | None:

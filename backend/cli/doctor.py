@@ -15,19 +15,18 @@ from typing import Literal
 from sqlalchemy import text
 from sqlalchemy.exc import SQLAlchemyError
 
-from backend.channel_settings import ChannelSettings
-from backend.channels.bot_runner import bot_key_path
 from backend.channels.registry import whoami
-from backend.composition import check_settings, complete_config_error
+from backend.composition.build import check_settings, complete_config_error
+from backend.composition.model_choice import choose_provider
 from backend.domain.events import TextDelta
 from backend.domain.requests import ChatRequest, RequestMessage
 from backend.errors import ConfigError, TallyError
-from backend.model_choice import choose_provider
 from backend.providers.base import ChatProvider
 from backend.settings import Settings, load_settings, tenant_settings
+from backend.settings.channels import ChannelSettings, bot_key_path
+from backend.settings.tools import McpServerSettings
 from backend.storage.database import open_database
 from backend.storage.migrate import migrate
-from backend.tool_settings import McpServerSettings
 from backend.tools.mcp_connection import PING_EVERY_S, McpConnection
 
 Outcome = Literal["ok", "WARN", "FAIL"]

@@ -1,9 +1,9 @@
 """`tally init [DIR]`: a commented config.yaml and the prompt templates, to customise.
 
-The files are copies of the shipped ones (`backend/resources.py`): the config is the checkout's
-own config.yaml, so its relative paths (database, MEMORY.md, data/) and the `prompts/` written
-beside it resolve inside DIR. Nothing is overwritten without `--force`, and nothing is written
-at all when any target exists.
+The files are copies of the shipped ones (`backend/host/shipped_files.py`): the config is the
+checkout's own config.yaml, so its relative paths (database, MEMORY.md, data/) and the
+`prompts/` written beside it resolve inside DIR. Nothing is overwritten without `--force`, and
+nothing is written at all when any target exists.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import shlex
 import sys
 from pathlib import Path
 
-from backend.resources import example_config, prompts_dir
+from backend.host.shipped_files import example_config, prompts_dir
 
 
 def run_init(directory: Path, *, is_forced: bool) -> int:

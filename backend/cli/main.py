@@ -9,6 +9,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from backend.cli.logs import configure_logging
+from backend.domain.tenants import DEFAULT_TENANT
 from backend.errors import ConfigError, TallyError
 from backend.settings import Settings, load_settings
 
@@ -66,7 +67,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     memory.add_argument("action", choices=["show", "search", "edit", "resummarize"])
     memory.add_argument("query", nargs="?", default="", help="words to search for")
-    memory.add_argument("--tenant", default="default")
+    memory.add_argument("--tenant", default=DEFAULT_TENANT)
     memory.add_argument("--user", default="", help="end user (memory.scope: user)")
     memory.set_defaults(command=_memory)
     tenants = commands.add_parser("tenants", help="create, list, disable or enable tenants")
@@ -147,7 +148,7 @@ def _checked_settings(args: argparse.Namespace) -> Settings:
     try:
         return _settings(args)
     except ConfigError as exc:
-        from backend.composition import complete_config_error
+        from backend.composition.build import complete_config_error
 
         raise asyncio.run(complete_config_error(exc)) from None
 

@@ -9,8 +9,8 @@ import subprocess
 import tempfile
 from pathlib import Path
 
+from backend.composition.runtimes import build_memory_store
 from backend.memory.entries import format_line
-from backend.runtime_factory import build_memory_store
 from backend.settings import Settings
 from backend.storage.database import open_database
 from backend.storage.migrate import migrate

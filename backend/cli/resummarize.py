@@ -5,9 +5,9 @@ database) run it while the server is stopped; with PostgreSQL, at any time."""
 
 from __future__ import annotations
 
-from backend.chat.resummarize import resummarize
-from backend.composition import build_services
+from backend.composition.build import build_services
 from backend.domain.wording import count
+from backend.operations.resummarize import resummarize
 from backend.settings import Settings
 
 

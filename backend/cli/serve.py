@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from backend.cli.logs import configure_logging, log_config
-from backend.open_files import raise_open_files_limit
+from backend.host.open_files import raise_open_files_limit
 from backend.settings import ServerSettings, Settings
 
 log = logging.getLogger("tally")
@@ -69,7 +69,7 @@ def run_server(
 def _serve(
     settings: Settings, listening: socket.socket, listen: Mapping[str, object], workers: int
 ) -> int:
-    from backend.composition import check_settings
+    from backend.composition.build import check_settings
 
     if workers > settings.database.processes:  # the pool budget counts this host's workers
         database = settings.database.model_copy(update={"processes": workers})
@@ -209,7 +209,7 @@ def _prepare_workers(settings: Settings, listen: Mapping[str, object]) -> None:
     import json
 
     from backend.app import LISTEN_ENV
-    from backend.metrics import MULTIPROCESS_ENV
+    from backend.metrics.registry import MULTIPROCESS_ENV
 
     if Path(settings.source).is_file():  # else the built-in defaults, in every worker too
         os.environ["TALLY_CONFIG"] = settings.source

@@ -25,10 +25,10 @@ from typing import Any, Self, TypeVar
 
 from backend.chat.runtime import TenantRuntime
 from backend.chat.service import ChatService
-from backend.chat.services import Services
 from backend.chat.turn_handle import TurnHandle
 from backend.cli.terminal_markdown import MarkdownStream, render_markdown
-from backend.composition import build_services
+from backend.composition.build import build_services
+from backend.composition.services import Services
 from backend.domain.events import (
     RetryScheduled,
     TextDelta,
@@ -40,11 +40,12 @@ from backend.domain.events import (
 )
 from backend.domain.inbound import InboundMessage
 from backend.domain.messages import Session, StoredMessage, UserInput
+from backend.domain.tenants import DEFAULT_TENANT
 from backend.domain.wording import count
 from backend.errors import NotFound, SessionNotFound, TallyError, TurnCancelled
 from backend.settings import Settings
 
-TENANT = "default"
+TENANT = DEFAULT_TENANT
 PROMPT = "you> "
 RECAP_MESSAGES = 10  # `--session`: the newest messages of the window shown before the prompt
 RECAP_CHARS = 500

@@ -13,13 +13,14 @@ from typing import Literal, Protocol
 from limits.aio.storage import Storage
 
 from backend.coordination.journal import TurnJournal
+from backend.domain.decisions import ToolDecision
 from backend.errors import TallyError
 
 # Cancels what this process runs of a session's turns; False when it runs none.
 CancelHere = Callable[[str, str], bool]
-# Approves or denies a tool call waiting in a turn this process runs (tenant, turn, tool call,
-# approved, the session it must belong to); whether it was applied, None when it runs elsewhere.
-DecideHere = Callable[[str, str, str, bool, str | None], bool | None]
+# Applies a decision on a tool call waiting in a turn this process runs; whether it was
+# applied, None when the turn runs elsewhere.
+DecideHere = Callable[[ToolDecision], bool | None]
 
 
 class CoordinationUnavailable(TallyError):
@@ -60,17 +61,10 @@ class Coordinator(Protocol):
     ) -> None:
         """This process's turn waits (or no longer waits) for a decision on a tool call."""
 
-    async def decide_elsewhere(
-        self,
-        tenant_id: str,
-        turn_id: str,
-        tool_call_id: str,
-        approved: bool,
-        session_id: str | None,
-    ) -> bool:
+    async def decide_elsewhere(self, decision: ToolDecision) -> bool:
         """Send a decision on a tool call (named by its id or its approval ref) to the process
-        whose turn waits for it, once: False when no process waits for it (or not in
-        `session_id`, when given), or another decision took it first. CoordinationUnavailable
+        whose turn waits for it, once: False when no process waits for it (or not in its
+        session, when it names one), or another decision took it first. CoordinationUnavailable
         when they cannot be reached."""
 
     async def problem(self) -> str | None:

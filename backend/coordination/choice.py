@@ -5,7 +5,7 @@ from __future__ import annotations
 from backend.coordination.base import Coordinator
 from backend.coordination.local import LocalCoordinator
 from backend.coordination.redis import RedisCoordinator
-from backend.coordination_settings import CoordinationSettings
+from backend.settings.coordination import CoordinationSettings
 
 
 def open_coordinator(settings: CoordinationSettings) -> Coordinator:

@@ -8,6 +8,7 @@ from limits.aio.storage import MemoryStorage, Storage
 
 from backend.coordination.base import CancelHere, DecideHere
 from backend.coordination.journal import LocalJournal, TurnJournal
+from backend.domain.decisions import ToolDecision
 
 
 class LocalCoordinator:
@@ -42,14 +43,7 @@ class LocalCoordinator:
     ) -> None:
         return None
 
-    async def decide_elsewhere(
-        self,
-        tenant_id: str,
-        turn_id: str,
-        tool_call_id: str,
-        approved: bool,
-        session_id: str | None,
-    ) -> bool:
+    async def decide_elsewhere(self, decision: ToolDecision) -> bool:
         return False  # there is nowhere else
 
     async def problem(self) -> str | None:

@@ -24,6 +24,7 @@ from redis.exceptions import RedisError
 from backend.coordination.base import CancelHere, CoordinationUnavailable, DecideHere
 from backend.coordination.journal import TurnJournal
 from backend.coordination.redis_journal import RedisTurnJournal
+from backend.domain.decisions import ToolDecision
 from backend.domain.ids import approval_ref
 
 log = logging.getLogger(__name__)
@@ -127,25 +128,19 @@ class RedisCoordinator:
         except RedisError as exc:  # the turn waits on; only a decision sent elsewhere misses it
             log.warning("coordination: cannot record a call waiting for approval: %s", exc)
 
-    async def decide_elsewhere(
-        self,
-        tenant_id: str,
-        turn_id: str,
-        tool_call_id: str,
-        approved: bool,
-        session_id: str | None,
-    ) -> bool:
+    async def decide_elsewhere(self, decision: ToolDecision) -> bool:
         """The decision claims the call's key (one decision wins), then every process hears
         it and the one whose turn waits applies it."""
+        tenant_id, turn_id, call = decision.tenant_id, decision.turn_id, decision.tool_call_id
         message = json.dumps(
-            {"tenant": tenant_id, "turn": turn_id, "call": tool_call_id, "approved": approved}
+            {"tenant": tenant_id, "turn": turn_id, "call": call, "approved": decision.approved}
         )
-        refs = {approval_ref(tool_call_id), tool_call_id}  # named by its id, or by its ref
+        refs = {approval_ref(call), call}  # named by its id, or by its ref
         try:
             for ref in refs:
                 key = self._waiting_key(tenant_id, turn_id, ref)
                 waiting_in = await self._redis.get(key)
-                if waiting_in is None or session_id not in (None, waiting_in):
+                if waiting_in is None or decision.session_id not in (None, waiting_in):
                     continue
                 if await self._redis.delete(key):  # claimed: no other decision takes it
                     await self._redis.publish(self._approvals_channel(), message)
@@ -205,7 +200,9 @@ def _hear(
     try:
         asked = json.loads(message["data"])
         if message["channel"] == approvals:  # the key was claimed: apply it, in any session
-            decide_here(asked["tenant"], asked["turn"], asked["call"], asked["approved"], None)
+            decide_here(
+                ToolDecision(asked["tenant"], asked["turn"], asked["call"], asked["approved"])
+            )
         else:
             cancel_here(asked["tenant"], asked["session"])
     except Exception:

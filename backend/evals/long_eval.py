@@ -24,9 +24,9 @@ from pathlib import Path
 
 from sqlalchemy import func, select
 
-from backend.chat.services import Services
 from backend.chat.tokens import TokenCounter
-from backend.composition import build_services
+from backend.composition.build import build_services
+from backend.composition.services import Services
 from backend.domain.requests import ChatRequest
 from backend.evals.long_report import Answered, LongReport, Policy, render_long
 from backend.evals.long_script import LongScript, build_long_script

@@ -30,18 +30,19 @@ from typing import Any, Literal
 
 from backend.chat.builtin_summary_model import BuiltinSummaryModel
 from backend.chat.prompts import PromptRenderer
-from backend.chat.services import Services
-from backend.composition import build_services
+from backend.composition.build import build_services
+from backend.composition.model_choice import choose_model
+from backend.composition.services import Services
 from backend.domain.events import TurnCompleted
 from backend.domain.inbound import InboundMessage
 from backend.domain.messages import UserInput
 from backend.domain.requests import ChatRequest
+from backend.domain.tenants import DEFAULT_TENANT
 from backend.errors import ConfigError, TallyError
 from backend.evals.memory_facts import REPLY, Fact, Script, build_script, max_facts
 from backend.evals.memory_report import ProbeOutcome, Report, render
 from backend.evals.mentions import Haystack
-from backend.metrics import REGISTRY
-from backend.model_choice import choose_model
+from backend.metrics.registry import REGISTRY
 from backend.providers.base import ChatProvider
 from backend.providers.registry import build_chat_provider
 from backend.providers.scripted import ScriptedProvider
@@ -49,7 +50,7 @@ from backend.settings import Settings, parse_settings
 
 log = logging.getLogger("tally")
 
-TENANT = "default"
+TENANT = DEFAULT_TENANT
 USER_KEY = "memory-eval"  # the end user, for `memory.scope: user`
 SummarizerKind = Literal["configured", "builtin"]
 SUMMARIZER_CALLS = ("ok", "fallback", "failed")  # tally_summarizer_runs outcomes that called

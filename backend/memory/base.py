@@ -7,17 +7,14 @@ every method, so no call can reach another tenant's memory by omission.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 from typing import Protocol
 
+from backend.domain.tenants import TENANT_ID
 from backend.errors import InvalidInput, NotFound, TallyError
 from backend.memory.entries import MemoryDocument, MemoryEntry, NewEntry, Provenance
 
-DEFAULT_TENANT_ID = "default"
 MAX_SCOPE_KEY_LENGTH = 200  # the `memory_entries.scope_key` column
-
-_TENANT_ID = re.compile(r"[a-z0-9][a-z0-9_-]{0,63}")
 
 
 class MemoryEntryNotFound(NotFound):
@@ -45,7 +42,7 @@ def check_scope(tenant_id: str, scope_key: str) -> None:
 
     Both stores apply the same check, so a key one store accepts the other accepts too.
     """
-    if not _TENANT_ID.fullmatch(tenant_id):
+    if not TENANT_ID.fullmatch(tenant_id):
         raise InvalidInput(f"tenant id {tenant_id!r} is not a valid slug")
     if len(scope_key) > MAX_SCOPE_KEY_LENGTH or not scope_key.isprintable():
         raise InvalidInput(

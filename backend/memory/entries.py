@@ -1,19 +1,21 @@
-"""The MEMORY.md line format: neutralising, formatting, parsing, rendering. No I/O; what
-matters to a query is in `relevance.py`.
+"""The MEMORY.md line format: neutralising, formatting, parsing, rendering (no I/O).
 
-One entry a line, `YYYY-MM-DD|source|content`. The invariants every store relies on:
+A **line** is one line of the file (`DocumentLine`); an **entry** is a line that parses as
+`date|source|content` (`MemoryEntry`; `NewEntry` is one to write), any other is a comment or
+an invalid line. The **source** is the whole second field, `kind[@provenance][>supersedes]`:
+its **kind** is `writer[/origin]` (`MemoryEntry.source_kind`, and what `NewEntry.source` holds),
+the **writer** what wrote it (`manual`, `auto-overflow`; the API shows it as "source"), the
+**origin** where what it distils was said (`web`, `telegram:helper:42`), the **provenance** the
+messages a summarizer distilled (`<session_id>:<first>-<last>`), and **supersedes** the ids it
+replaces (`id`, or `id.n` for its n-th fact). The **content** is the third field, its **facts**
+joined by `; `. The invariants every store relies on:
 
 - A formatted entry is exactly one line with exactly two `|`: `neutralise` replaces every line
   break that `str.splitlines` knows (and every other control character) with a space and every
   `|` with `¦`, so no content can forge a second entry or shift a field.
-- Lines that are not entries (comments, blank lines, lines that do not parse) are kept verbatim
-  and rendered back in place; a line that does not parse is reported, never dropped.
-- A summarizer entry carries its provenance in the source, `kind@<session_id>:<first>-<last>`,
-  and `parse_document(render(...))` gives the same provenance back.
-- An entry that replaces earlier facts (a fact that changed) names them at the end of its
-  source, `…>id,id.2`: a whole entry, or the n-th of its facts (facts are joined by `; `).
-  Those stay in the file, unchanged (so every id stays stable), but only what is current
-  reaches the model (`MemoryDocument.current_entries`, `MemoryEntry.current_content`).
+- Other lines are kept verbatim in place; one that does not parse is reported, never dropped.
+- A superseded entry or fact stays in the file, unchanged (so every id stays stable), but only
+  what is current reaches the model (`MemoryDocument.current_entries`, `current_content`).
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from functools import cached_property
 
+from backend.domain.tenants import DEFAULT_TENANT
 from backend.errors import InvalidInput
 
 MAX_SOURCE_LENGTH = 200  # the `memory_entries.source` column; both stores share the limit
@@ -56,7 +59,7 @@ def neutralise(text: str) -> str:
 
 
 def format_line(date: dt.date, source: str, content: str) -> str:
-    """One entry line; `source` and `content` are neutralised, so it cannot hold a second entry."""
+    """One entry's line; `source` and `content` are neutralised: it cannot hold a second entry."""
     return f"{date.isoformat()}|{neutralise(source)}|{neutralise(content)}"
 
 
@@ -80,29 +83,28 @@ class Provenance:
 
 
 def with_origin(writer: str, origin: str | None) -> str:
-    """A source kind naming what wrote the line and where it was said: `auto-overflow/web`."""
+    """The kind naming the writer and the origin: `auto-overflow/web`."""
     return f"{writer}{ORIGIN_SEPARATOR}{origin}" if origin else writer
 
 
 def writer_of(kind: str) -> str:
-    """What wrote a line of this kind (`auto-overflow`, `manual`, ...), without its origin."""
+    """The writer of an entry of this kind (`auto-overflow`, `manual`, ...), without its origin."""
     return kind.split(ORIGIN_SEPARATOR, 1)[0]
 
 
 def origin_of_kind(kind: str) -> str | None:
-    """Where a line of this kind was said, when its kind names it (`auto-overflow/web`)."""
+    """The origin of an entry of this kind, when the kind names one (`auto-overflow/web`)."""
     return kind.partition(ORIGIN_SEPARATOR)[2] or None
 
 
 def compose_source(kind: str, provenance: Provenance | None, supersedes: Sequence[str] = ()) -> str:
-    """The source field: the kind, then `@<session_id>:<first>-<last>` when it has provenance,
-    then `>id,id` naming the entries it replaces."""
+    """The source: the kind, `@<session_id>:<first>-<last>` of its provenance, `>id,id`."""
     source = kind if provenance is None else f"{kind}@{provenance.encode()}"
     return f"{source}>{','.join(supersedes)}" if supersedes else source
 
 
 def split_supersedes(source: str) -> tuple[str, tuple[str, ...]]:
-    """(the source without its `>id,id` end, those ids)."""
+    """(the source without its supersedes, the superseded ids)."""
     match = _SUPERSEDES.fullmatch(source)
     if match is None:
         return source, ()
@@ -110,7 +112,7 @@ def split_supersedes(source: str) -> tuple[str, tuple[str, ...]]:
 
 
 def split_source(source: str) -> tuple[str, Provenance | None]:
-    """(kind, provenance) of a source field; a source without valid provenance is all kind."""
+    """(kind, provenance) of a source; a source without valid provenance is all kind."""
     source = split_supersedes(source)[0]
     match = _PROVENANCE.fullmatch(source)
     if match is None or int(match["first"]) > int(match["last"]):
@@ -121,8 +123,8 @@ def split_source(source: str) -> tuple[str, Provenance | None]:
 
 @dataclass(frozen=True)
 class MemoryEntry:
-    """One stored fact. `id` is opaque and stable; `source` is the whole field, provenance too.
-    `hidden_facts` are the 1-based numbers of its facts later entries replaced."""
+    """One stored entry. `id` is opaque and stable; `source` is the whole field, provenance
+    too. `hidden_facts` are the 1-based numbers of its facts later entries superseded."""
 
     id: str
     date: dt.date
@@ -136,7 +138,7 @@ class MemoryEntry:
 
     @property
     def current_content(self) -> str:
-        """What of it is still true: its facts no later entry replaced."""
+        """What of it is still true: its facts no later entry superseded."""
         if not self.hidden_facts:
             return self.content
         facts = self.facts
@@ -158,17 +160,17 @@ class MemoryEntry:
 
     @cached_property
     def writer(self) -> str:
-        """What wrote it (`auto-overflow`, `manual`, ...), without where it was said."""
+        """Its writer (`auto-overflow`, `manual`, ...), without its origin."""
         return writer_of(self.source_kind)
 
     @cached_property
     def origin(self) -> str | None:
-        """Where a summarizer's line was said (`web`, `telegram:helper:42`); None if unnamed."""
+        """Its origin (`web`, `telegram:helper:42`); None when its kind names none."""
         return origin_of_kind(self.source_kind)
 
     @cached_property
     def supersedes(self) -> tuple[str, ...]:
-        """The ids of the entries this one replaces."""
+        """The ids (`id`, or `id.n` for one fact) this entry supersedes."""
         return split_supersedes(self.source)[1]
 
     @property
@@ -183,14 +185,14 @@ def utc_today() -> dt.date:
 
 @dataclass(frozen=True)
 class NewEntry:
-    """An entry to write. `source` is the kind (`manual`, `auto-overflow`...); `date` defaults
-    to today (UTC) when the store writes it."""
+    """An entry to write. `source` holds its kind (`manual`, `auto-overflow/web`...); `date`
+    defaults to today (UTC) when the store writes it."""
 
     source: str
     content: str
     date: dt.date | None = None
     provenance: Provenance | None = None
-    supersedes: tuple[str, ...] = ()  # ids of the entries it replaces
+    supersedes: tuple[str, ...] = ()  # ids of the entries (or `id.n` facts) it replaces
 
 
 @dataclass(frozen=True)
@@ -213,9 +215,9 @@ class EntryFields:
 
 
 def prepare_entry(entry: NewEntry, *, today: dt.date) -> EntryFields:
-    """Neutralise and check a new entry. `@` and `>` are reserved for provenance and replaced
-    entries, so a kind cannot fake either: they become `＠` and `＞`. Raises InvalidInput for
-    an empty or over-long field."""
+    """Neutralise and check a new entry. `@` and `>` are reserved for provenance and
+    supersedes, so a kind cannot fake either: they become `＠` and `＞`. Raises InvalidInput
+    for an empty or over-long field."""
     kind = neutralise(entry.source).replace("@", "＠").replace(">", "＞")
     supersedes = tuple(dict.fromkeys(entry.supersedes))[:MAX_SUPERSEDED]
     if supersedes and not _SUPERSEDES.fullmatch(">" + ",".join(supersedes)):
@@ -257,8 +259,8 @@ class MemoryDocument:
 
     @cached_property
     def current_entries(self) -> tuple[MemoryEntry, ...]:
-        """The entries, less what later ones replaced (a whole entry goes; replaced facts are
-        its `hidden_facts`): what the model is told."""
+        """The entries, less what later ones superseded (a whole entry goes; superseded facts
+        are its `hidden_facts`): what the model is told."""
         whole: set[str] = set()
         facts: dict[str, set[int]] = {}
         for entry in self.entries:
@@ -361,10 +363,11 @@ def parse_document(text: str) -> MemoryDocument:
 
 def standard_header(tenant_id: str, scope_key: str) -> tuple[str, ...]:
     """The header a new MEMORY.md starts with; the default tenant's is the top-level file's."""
+    owner = f"for tenant {tenant_id}"
     if scope_key:
         owner = f"for one user of tenant {tenant_id}"
-    else:
-        owner = "for the default tenant" if tenant_id == "default" else f"for tenant {tenant_id}"
+    elif tenant_id == DEFAULT_TENANT:
+        owner = "for the default tenant"
     return (
         f"# MEMORY.md — Tally's long-term memory {owner}",
         "#",

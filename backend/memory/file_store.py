@@ -28,8 +28,8 @@ from typing import TypeVar
 
 from filelock import FileLock, Timeout
 
+from backend.domain.tenants import DEFAULT_TENANT
 from backend.memory.base import (
-    DEFAULT_TENANT_ID,
     MemoryEntryNotFound,
     MemoryUnavailable,
     MemoryWriteFailed,
@@ -106,7 +106,7 @@ class FileMemoryStore:
     def path_for(self, *, tenant_id: str, scope_key: str) -> Path:
         """The file of one scope; raises InvalidInput for a tenant id that is not a slug."""
         check_scope(tenant_id, scope_key)
-        if tenant_id == DEFAULT_TENANT_ID and not scope_key:
+        if tenant_id == DEFAULT_TENANT and not scope_key:
             return self._default_path
         if scope_key:
             name = f"user-{hashlib.sha256(scope_key.encode()).hexdigest()}.md"
@@ -127,7 +127,7 @@ class FileMemoryStore:
             # Under the lock: another process may have made it meanwhile.
             return (None, False) if self._default_path.exists() else (document, True)
 
-        return await self._update(DEFAULT_TENANT_ID, "", create)
+        return await self._update(DEFAULT_TENANT, "", create)
 
     async def read(self, *, tenant_id: str, scope_key: str) -> MemoryDocument:
         path = self.path_for(tenant_id=tenant_id, scope_key=scope_key)

@@ -18,10 +18,10 @@ import numpy.typing as npt
 import openai
 
 from backend.errors import TallyError
-from backend.memory_settings import EmbeddingSettings
 from backend.providers.endpoints import DEFAULT_BASE_URLS
 from backend.retrieval.builtin_model import DIMENSIONS, load_builtin_model
 from backend.settings import ProviderSettings
+from backend.settings.memory import EmbeddingSettings
 
 Vectors = npt.NDArray[np.float32]
 INLINE_TEXTS = 64  # more than this at once is embedded in a worker thread (a cold scope)

@@ -22,7 +22,8 @@ from backend.domain.text import storable_object, storable_text
 from backend.storage.database import Database
 from backend.storage.tables import channel_updates
 
-Finished = Literal["answered", "ignored", "failed"]  # and "refused", recorded as it arrives
+# How a platform update ended; "refused" is recorded as it arrives, never as an outcome.
+UpdateOutcome = Literal["answered", "ignored", "failed"]
 MAX_ERROR_CHARS = 2000
 
 
@@ -194,7 +195,7 @@ class ChannelUpdateRepository:
         tenant_id: str,
         bot: str,
         platform_id: str,
-        status: Finished,
+        status: UpdateOutcome,
         error: str | None = None,
     ) -> None:
         await self._update(

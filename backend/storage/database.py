@@ -13,39 +13,49 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from sqlalchemy import event
 from sqlalchemy.engine import Connection
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 
+from backend.settings.server import DatabaseSettings
 from backend.storage.faults import as_storage_fault
 from backend.storage.notices import MessageNotices
-
-if TYPE_CHECKING:
-    from backend.settings import DatabaseSettings
 
 _WRITE_OPTION = "tally_write"
 
 
 @dataclass(frozen=True, slots=True)
 class Pools:
-    """PostgreSQL connection pools of one process (`database.*` in config.yaml)."""
+    """PostgreSQL connection pools of one process (`database.*` in config.yaml, where the
+    defaults are set)."""
 
-    size: int = 5
-    max_overflow: int = 10
-    timeout_s: float = 30.0
-    lock_size: int = 10
-    lock_max_overflow: int = 20
-    lock_timeout_s: float = 300.0
+    size: int
+    max_overflow: int
+    timeout_s: float
+    lock_size: int
+    lock_max_overflow: int
+    lock_timeout_s: float
+
+    @classmethod
+    def of(cls, settings: DatabaseSettings) -> Pools:
+        return cls(
+            size=settings.pool_size,
+            max_overflow=settings.max_overflow,
+            lock_size=settings.lock_pool_size,
+            lock_max_overflow=settings.lock_max_overflow,
+            timeout_s=settings.pool_timeout_s,
+            lock_timeout_s=settings.lock_pool_timeout_s,
+        )
 
 
 class Database:
     def __init__(self, url: str, pools: Pools | None = None) -> None:
         self.url = url
         self.is_sqlite = url.startswith("sqlite")
-        self.pools = pools or Pools()
+        self.pools = pools or Pools.of(DatabaseSettings())
         self.write_fault: str | None = None  # why the latest write failed, while it does
         self.engine: AsyncEngine = _create_engine(url, self.pools)
         self._lock_engine: AsyncEngine | None = None
@@ -104,15 +114,7 @@ class Database:
 
 def open_database(settings: DatabaseSettings) -> Database:
     """The database config.yaml names, with its pool sizes."""
-    pools = Pools(
-        size=settings.pool_size,
-        max_overflow=settings.max_overflow,
-        lock_size=settings.lock_pool_size,
-        lock_max_overflow=settings.lock_max_overflow,
-        timeout_s=settings.pool_timeout_s,
-        lock_timeout_s=settings.lock_pool_timeout_s,
-    )
-    return Database(settings.url, pools)
+    return Database(settings.url, Pools.of(settings))
 
 
 def _create_engine(url: str, pools: Pools) -> AsyncEngine:

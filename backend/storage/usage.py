@@ -43,7 +43,7 @@ class UsageDay:
     cached_tokens: int = 0  # of prompt_tokens: read from the prompt cache
     cache_write_tokens: int = 0  # of prompt_tokens: written to the prompt cache
     summarizer_calls: int = 0  # ranges of evicted messages summarized
-    cost_micros: int = 0  # estimated, in millionths of `pricing.currency` (backend/pricing.py)
+    cost_micros: int = 0  # estimated, in millionths of `pricing.currency` (settings/pricing.py)
     unpriced_calls: int = 0  # turns and summaries of a model without a price: not in the cost
 
     @property

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from backend.domain.tenants import TENANT_ID
 from backend.errors import ConfigError, InvalidInput
 from backend.settings import (
-    TENANT_ID,
     Settings,
     file_only_problems,
     layered_overrides,

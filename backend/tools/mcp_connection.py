@@ -29,7 +29,7 @@ from mcp.client.stdio import stdio_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.types import CONNECTION_CLOSED
 
-from backend.tool_settings import McpServerSettings
+from backend.settings.tools import McpServerSettings
 
 log = logging.getLogger(__name__)
 

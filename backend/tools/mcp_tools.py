@@ -14,7 +14,7 @@ import re
 from collections.abc import Mapping
 from fnmatch import fnmatchcase
 
-from backend.tool_settings import McpServerSettings
+from backend.settings.tools import McpServerSettings
 from backend.tools import mcp_connection
 from backend.tools.base import Tool, ToolContext, ToolFailed
 from backend.tools.mcp_connection import ListedTool, McpCallError, McpConnection

@@ -16,8 +16,8 @@ from contextlib import closing, suppress
 from itertools import islice
 from pathlib import Path
 
-from backend.settings import TENANT_ID
-from backend.tool_settings import WorkspaceSettings
+from backend.domain.tenants import TENANT_ID
+from backend.settings.tools import WorkspaceSettings
 from backend.tools.base import Tool, ToolContext, ToolFailed
 from backend.tools.workspace_paths import (
     MAX_DEPTH,

@@ -11,10 +11,10 @@ import pytest
 
 from backend.api.openai_compat import CHANNEL as OPENAI_CHANNEL
 from backend.api.schemas import SessionCreate
-from backend.channel_settings import ChannelSettings
 from backend.channels.bot import PlatformBot
 from backend.channels.registry import PLATFORMS
 from backend.domain.inbound import ENTRY_POINTS, is_chat_platform, origin_of
+from backend.settings.channels import ChannelSettings
 
 # The files every platform package has, each with the same role (docs/adding-a-platform.md).
 PLATFORM_FILES = ("__init__.py", "channel.py", "inbound.py", "outbound.py", "format.py", "probe.py")

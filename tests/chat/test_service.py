@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from backend.chat.services import Services
-from backend.composition import build_services
+from backend.composition.build import build_services
+from backend.composition.services import Services
 from backend.domain.events import TurnCompleted, TurnFailed
 from backend.domain.inbound import InboundMessage
 from backend.domain.messages import UserInput

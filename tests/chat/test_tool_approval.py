@@ -16,7 +16,7 @@ import pytest
 from sqlalchemy import select
 
 from backend.app import create_app
-from backend.chat.services import Services
+from backend.composition.services import Services
 from backend.domain.messages import ToolCall
 from backend.providers.scripted import ScriptedProvider, ScriptedToolCalls
 from backend.storage.tables import tool_conversations

@@ -12,7 +12,7 @@ from typing import Any
 import httpx
 
 from backend.app import create_app
-from backend.model_choice import DEMO_WINDOW
+from backend.composition.model_choice import DEMO_WINDOW
 from backend.settings import load_settings
 from tests.conftest import make_settings, serve
 

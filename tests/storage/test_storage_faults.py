@@ -21,7 +21,7 @@ from sqlalchemy import text
 from sqlalchemy.ext.asyncio import create_async_engine
 
 from backend.app import create_app
-from backend.composition import check_settings
+from backend.composition.build import check_settings
 from backend.errors import ConfigError
 from backend.providers.scripted import ScriptedProvider
 from tests.conftest import fill, make_settings, serve

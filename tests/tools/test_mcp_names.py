@@ -3,7 +3,7 @@ within 64 characters, each once, through the server's allow-list."""
 
 from __future__ import annotations
 
-from backend.tool_settings import McpServerSettings
+from backend.settings.tools import McpServerSettings
 from backend.tools.mcp_connection import ListedTool
 from backend.tools.mcp_tools import McpServers, offered_name
 

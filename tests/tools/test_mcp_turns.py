@@ -21,7 +21,7 @@ import pytest
 from sqlalchemy import select
 
 from backend.app import create_app
-from backend.chat.services import Services
+from backend.composition.services import Services
 from backend.storage.tables import tool_conversations
 from backend.tools import mcp_connection
 from tests.conftest import make_settings, serve

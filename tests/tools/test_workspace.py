@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from backend.tool_settings import WorkspaceSettings
+from backend.settings.tools import WorkspaceSettings
 from backend.tools.base import ToolContext, ToolFailed
 from backend.tools.workspace import MAX_LINES, MAX_LISTED_ENTRIES, workspace_tools
 from backend.tools.workspace_paths import open_directory_nofollow, read_regular_file

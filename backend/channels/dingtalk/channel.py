@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from backend.channel_settings import DingTalkRobotSettings
 from backend.channels.backoff import Sleep
 from backend.channels.base import NO_SUCH_BOT, WebhookAnswer, WebhookCall, error_body
 from backend.channels.bot import Envelope, PlatformBot
@@ -24,7 +23,8 @@ from backend.channels.turns import title_for
 from backend.chat.user_input import image_part, image_type
 from backend.domain.inbound import Sender
 from backend.domain.messages import ImagePart
-from backend.storage.channel_updates import Finished
+from backend.settings.channels import DingTalkRobotSettings
+from backend.storage.channel_updates import UpdateOutcome
 
 
 class DingTalkChannel(PlatformBot[DingTalkRobotSettings, RobotMessage, str]):
@@ -98,7 +98,7 @@ class DingTalkChannel(PlatformBot[DingTalkRobotSettings, RobotMessage, str]):
     def _read(self, payload: dict[str, Any]) -> str:
         return parse(payload).message_id
 
-    async def _message(self, payload: dict[str, Any]) -> RobotMessage | Finished:
+    async def _message(self, payload: dict[str, Any]) -> RobotMessage | UpdateOutcome:
         return parse(payload)
 
     # ---- answering ------------------------------------------------------------------------

@@ -15,9 +15,9 @@ from typing import Annotated, Any
 from dingtalk_stream import ChatbotMessage
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from backend.channel_settings import DingTalkRobotSettings
 from backend.channels.commands import Ask, Command, Request, is_allowed
 from backend.channels.platform_body import RefusedUpdate
+from backend.settings.channels import DingTalkRobotSettings
 
 PRIVATE = "1"  # conversationType; "2" is a group
 MILLISECONDS_LIMIT = 2**53  # DingTalk's times are milliseconds since 1970

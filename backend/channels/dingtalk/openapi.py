@@ -21,8 +21,8 @@ from urllib.parse import urlsplit
 
 import httpx
 
-from backend.channel_settings import DingTalkRobotSettings
 from backend.channels.backoff import Backoff, Sleep
+from backend.settings.channels import DingTalkRobotSettings
 
 log = logging.getLogger(__name__)
 

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from backend.channel_settings import DingTalkRobotSettings
 from backend.channels.dingtalk.openapi import DingTalkApi, DingTalkError
+from backend.settings.channels import DingTalkRobotSettings
 
 
 async def whoami(settings: DingTalkRobotSettings) -> str:

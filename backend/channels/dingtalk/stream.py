@@ -26,10 +26,10 @@ from dingtalk_stream import DingTalkStreamClient as SdkClient
 from dingtalk_stream.frames import Headers
 from dingtalk_stream.version import VERSION_STRING
 
-from backend.channel_settings import DingTalkRobotSettings
 from backend.channels.backoff import Backoff
 from backend.channels.base import ChannelStatus
 from backend.channels.platform_body import RefusedUpdate, fingerprint, read_body
+from backend.settings.channels import DingTalkRobotSettings
 
 log = logging.getLogger(__name__)
 

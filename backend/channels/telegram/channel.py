@@ -17,7 +17,6 @@ from telegram import BotCommand, Message, Update
 from telegram.error import TelegramError
 from telegram.request import HTTPXRequest
 
-from backend.channel_settings import TelegramBotSettings
 from backend.channels.backoff import Sleep
 from backend.channels.base import NO_SUCH_BOT, WebhookAnswer, WebhookCall, error_body
 from backend.channels.bot import Envelope, PlatformBot
@@ -29,7 +28,8 @@ from backend.channels.telegram.polling import PollingBot
 from backend.chat.user_input import image_part
 from backend.domain.inbound import Sender
 from backend.domain.messages import ImagePart
-from backend.storage.channel_updates import Finished
+from backend.settings.channels import TelegramBotSettings
+from backend.storage.channel_updates import UpdateOutcome
 
 ALLOWED_UPDATES = ("message", "callback_query")
 TELEGRAM_PHOTO_TYPE = "image/jpeg"  # Telegram re-encodes every photo it delivers as JPEG
@@ -128,7 +128,7 @@ class TelegramChannel(PlatformBot[TelegramBotSettings, Message, Chunk]):
         read_update(payload, self._bot)
         return str(payload["update_id"])
 
-    async def _message(self, payload: dict[str, Any]) -> Message | Finished:
+    async def _message(self, payload: dict[str, Any]) -> Message | UpdateOutcome:
         update = read_update(payload, self._bot)
         if update.callback_query is not None:
             await self._press(update)

@@ -13,9 +13,9 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from telegram import Bot, Chat, Message, MessageEntity, Update
 
-from backend.channel_settings import TelegramBotSettings
 from backend.channels.commands import Ask, Command, Request, is_allowed
 from backend.channels.platform_body import RefusedUpdate
+from backend.settings.channels import TelegramBotSettings
 
 TELEGRAM_ID_LIMIT = 2**53  # Telegram's ids fit in 52 bits (its own documentation)
 TelegramId = Annotated[int, Field(ge=-TELEGRAM_ID_LIMIT, le=TELEGRAM_ID_LIMIT)]

@@ -6,7 +6,7 @@ from telegram import Bot
 from telegram.error import NetworkError, TelegramError
 from telegram.request import HTTPXRequest
 
-from backend.channel_settings import TelegramBotSettings
+from backend.settings.channels import TelegramBotSettings
 
 PROBE_TIMEOUT_S = 10.0
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from backend.settings_base import Strict
+from backend.settings.base import Strict
 
 
 class LoggingSettings(Strict):

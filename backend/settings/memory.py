@@ -7,7 +7,7 @@ from typing import Literal
 
 from pydantic import Field
 
-from backend.settings_base import Strict
+from backend.settings.base import Strict
 
 
 class AutoSummarizeSettings(Strict):

@@ -9,8 +9,7 @@ from typing import Literal
 from pydantic import Field, field_validator
 
 from backend.domain.hosts import host_name
-from backend.settings_base import Strict
-from backend.storage.database import Pools
+from backend.settings.base import Strict
 
 
 def _is_host_name(name: str) -> bool:
@@ -54,24 +53,19 @@ class AuthSettings(Strict):
     revocation_check_s: float = Field(5.0, gt=0, le=3600)  # how often a turn re-checks its key
 
 
-POOLS = Pools()  # the defaults
-
-
 class DatabaseSettings(Strict):
     """Where data lives. The pool sizes matter on PostgreSQL only: a worker holds at most
     `pool_size + max_overflow + lock_pool_size + lock_max_overflow` connections."""
 
     url: str = "sqlite+aiosqlite:///data/tally.db"
-    pool_size: int = Field(POOLS.size, ge=1, le=1000)
-    max_overflow: int = Field(POOLS.max_overflow, ge=0, le=1000)
-    pool_timeout_s: float = Field(
-        POOLS.timeout_s, gt=0, le=600
-    )  # waited for a connection, then 503
+    pool_size: int = Field(5, ge=1, le=1000)
+    max_overflow: int = Field(10, ge=0, le=1000)
+    pool_timeout_s: float = Field(30.0, gt=0, le=600)  # waited for a connection, then 503
     # Connections that hold a session's advisory lock for a whole turn, one per turn running;
     # a turn beyond them waits for one to be free (turns end), then 503.
-    lock_pool_size: int = Field(POOLS.lock_size, ge=1, le=1000)
-    lock_max_overflow: int = Field(POOLS.lock_max_overflow, ge=0, le=1000)
-    lock_pool_timeout_s: float = Field(POOLS.lock_timeout_s, gt=0, le=3600)
+    lock_pool_size: int = Field(10, ge=1, le=1000)
+    lock_max_overflow: int = Field(20, ge=0, le=1000)
+    lock_pool_timeout_s: float = Field(300.0, gt=0, le=3600)
     processes: int = Field(1, ge=1, le=1000)  # workers on this database, all hosts together
 
     @property

@@ -8,10 +8,10 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
 from backend.chat.revert import revert_line
-from backend.chat.services import Services
+from backend.composition.services import Services
 from backend.errors import TallyError
 
-RAW_SOURCE = "auto-raw"
+RAW_WRITER = "auto-raw"
 
 # (ranges handed to the summarizer so far, raw lines found): progress, as it goes.
 Progress = Callable[[int, int], Awaitable[None]]
@@ -33,7 +33,7 @@ async def resummarize(
 ) -> Resummarized:
     """Re-summarize the raw lines of one memory (`scope_key`), waiting for the summarizer."""
     document = await services.memory.read(tenant_id=tenant_id, scope_key=scope_key)
-    raw = [e for e in document.entries if e.writer == RAW_SOURCE]
+    raw = [e for e in document.entries if e.writer == RAW_WRITER]
     outcome = Resummarized(found=len(raw))
     if not raw:
         return outcome
@@ -57,5 +57,5 @@ async def resummarize(
             await progress(handed, len(raw))
     await services.runtimes.wait_idle()
     after = await services.memory.read(tenant_id=tenant_id, scope_key=scope_key)
-    outcome.still_raw = sum(e.writer == RAW_SOURCE for e in after.entries)
+    outcome.still_raw = sum(e.writer == RAW_WRITER for e in after.entries)
     return outcome

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-_PACKAGE = Path(__file__).resolve().parent
+_PACKAGE = Path(__file__).resolve().parent.parent  # backend/
 _INSTALLED = _PACKAGE / "bundled"
 _CHECKOUT = _PACKAGE.parent
 

@@ -1,5 +1,5 @@
 """Composition: builds every service from settings (each tenant's runtime comes from
-`runtime_factory`)."""
+`composition/runtimes.py`)."""
 
 from __future__ import annotations
 
@@ -11,28 +11,27 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from backend.api.auth import DEFAULT_TENANT
-from backend.channel_settings import ChannelSettings
-from backend.channels.bot_runner import check_bots
 from backend.chat.linking import Linking
 from backend.chat.prompts import TemplateProblem
 from backend.chat.quiet_sessions import QuietSessions
 from backend.chat.runtime import RuntimeRegistry
 from backend.chat.service import ChatService
-from backend.chat.services import Services
 from backend.chat.summary_resume import SummaryResumer
 from backend.chat.turn import TurnRunner
 from backend.chat.turn_lock import SessionLocks
+from backend.composition.runtimes import RuntimeFactory
+from backend.composition.services import Services
 from backend.coordination.choice import open_coordinator
 from backend.domain.clock import utc_now
+from backend.domain.tenants import DEFAULT_TENANT
 from backend.errors import ConfigError
 from backend.memory.base import MemoryWriteFailed
 from backend.memory.file_store import FileMemoryStore
 from backend.providers.base import ChatProvider
 from backend.providers.outcomes import ProviderOutcomes
-from backend.runtime_factory import RuntimeFactory
 from backend.settings import Settings, layered_overrides, tenant_settings
-from backend.settings_errors import describe_problems
+from backend.settings.channels import ChannelSettings, check_bots
+from backend.settings.problems import describe_problems
 from backend.storage.admin_operations import AdminOperationRepository
 from backend.storage.audit import AuditLog
 from backend.storage.database import open_database, pool_budget_problem

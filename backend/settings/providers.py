@@ -9,7 +9,7 @@ from urllib.parse import urlsplit
 
 from pydantic import Field, ValidationInfo, field_validator
 
-from backend.settings_base import EnvName, Strict
+from backend.settings.base import EnvName, Strict
 
 OPENAI_HOST = "api.openai.com"  # where `prompt_cache_key` is known to be accepted
 

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from pydantic import Field
 
 from backend.domain.messages import Usage
-from backend.settings_base import Strict
+from backend.settings.base import Strict
 
 
 class ModelPrice(Strict):

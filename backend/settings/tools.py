@@ -1,6 +1,6 @@
 """The `tools:` section of `config.yaml`: which tools a tenant's model may call, the MCP servers
 that bring more, the tenant's workspace, and the tools that wait for a person's approval.
-Part of the settings; `backend.settings` re-exports `ToolSettings`."""
+Part of the settings (`backend.settings.tools`)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from urllib.parse import urlsplit
 
 from pydantic import Field, field_validator, model_validator
 
-from backend.settings_base import EnvName, Strict
+from backend.settings.base import EnvName, Strict
 
 # A server's name prefixes its tools' names (`files__read`), which vendors limit to
 # [A-Za-z0-9_-]{1,64}: the name leaves room for the tool's own.

@@ -24,6 +24,7 @@ from backend.chat.runtime import TenantRuntime
 from backend.chat.summarizer import Summarizer, SummaryModel
 from backend.chat.tokens import TokenCounter
 from backend.chat.window import WindowPolicy
+from backend.composition.model_choice import DEMO_MODEL, ModelChoice, choose_model, demo_settings
 from backend.domain.clock import utc_now
 from backend.errors import ConfigError
 from backend.memory.base import MemoryStore
@@ -31,8 +32,6 @@ from backend.memory.database_store import DatabaseMemoryStore
 from backend.memory.file_store import FileMemoryStore
 from backend.memory.linked_scopes import PersonalMemory
 from backend.memory.proposals import Confirmation, MemoryProposals
-from backend.model_choice import DEMO_MODEL, ModelChoice, choose_model, demo_settings
-from backend.pricing import charge
 from backend.providers.base import ChatProvider
 from backend.providers.demo import DemoProvider
 from backend.providers.outcomes import ProviderOutcomes
@@ -40,6 +39,7 @@ from backend.providers.registry import build_chat_provider
 from backend.retrieval.embedders import EmbedderPool
 from backend.retrieval.recall import Recall
 from backend.settings import ModelSettings, Settings
+from backend.settings.pricing import charge
 from backend.storage.archive import ArchiveReader
 from backend.storage.database import Database
 from backend.storage.identities import IdentityRepository

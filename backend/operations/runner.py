@@ -10,9 +10,9 @@ from collections.abc import Coroutine
 from datetime import UTC, datetime
 from typing import Any
 
-from backend.chat.resummarize import resummarize
-from backend.chat.services import Services
+from backend.composition.services import Services
 from backend.domain.wording import count
+from backend.operations.resummarize import resummarize
 from backend.storage.admin_operations import Operation, OperationKind
 
 log = logging.getLogger(__name__)

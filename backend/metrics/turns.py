@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 
 from backend.domain.events import Compacted, RetryScheduled, TurnCompleted, TurnEvent, TurnFailed
-from backend.metrics import (
+from backend.metrics.registry import (
     COMPACTION_TOKENS,
     COMPACTIONS,
     PROVIDER_FAILURES,

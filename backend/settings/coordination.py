@@ -6,7 +6,7 @@ import os
 
 from pydantic import Field, model_validator
 
-from backend.settings_base import EnvName, Strict
+from backend.settings.base import EnvName, Strict
 
 
 class CoordinationSettings(Strict):

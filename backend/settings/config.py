@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import logging
 import os
-import re
 from collections.abc import Collection, Sequence
 from pathlib import Path
 from typing import Any, Literal
@@ -20,24 +19,19 @@ from pydantic import (
     field_validator,
 )
 
-from backend.channel_settings import ChannelSettings, bot_name_problems
-from backend.coordination_settings import CoordinationSettings
+from backend.domain.tenants import DEFAULT_TENANT, TENANT_ID
 from backend.errors import ConfigError
-from backend.logging_settings import LoggingSettings
-from backend.memory_settings import AutoSummarizeSettings as AutoSummarizeSettings
-from backend.memory_settings import EmbeddingSettings
-from backend.memory_settings import MemorySettings as MemorySettings
-from backend.pricing import PricingSettings
-from backend.provider_settings import ModelRef as ModelRef
-from backend.provider_settings import ModelSettings as ModelSettings
-from backend.provider_settings import ProviderSettings as ProviderSettings
-from backend.resources import prompts_dir as bundled_prompts
-from backend.server_settings import AuthSettings as AuthSettings
-from backend.server_settings import DatabaseSettings as DatabaseSettings
-from backend.server_settings import ServerSettings as ServerSettings
-from backend.settings_base import Strict
-from backend.settings_errors import Validated, describe_problems, validate_collecting
-from backend.tool_settings import ToolSettings as ToolSettings
+from backend.host.shipped_files import prompts_dir as bundled_prompts
+from backend.settings.base import Strict
+from backend.settings.channels import ChannelSettings, bot_name_problems
+from backend.settings.coordination import CoordinationSettings
+from backend.settings.logs import LoggingSettings
+from backend.settings.memory import EmbeddingSettings, MemorySettings
+from backend.settings.pricing import PricingSettings
+from backend.settings.problems import Validated, describe_problems, validate_collecting
+from backend.settings.providers import ModelSettings, ProviderSettings
+from backend.settings.server import AuthSettings, DatabaseSettings, ServerSettings
+from backend.settings.tools import ToolSettings
 
 DEFAULT_CONFIG = Path("config.yaml")
 
@@ -256,12 +250,10 @@ TENANT_SECTIONS = (
     "quotas",
     "channels",
 )
-DEFAULT_TENANT = "default"
 OPERATOR_ONLY = {"memory": ("path", "store")}
 # Set in config.yaml's `tenants:` only, never through the admin API: an MCP server's command
 # runs on the operator's host.
 FILE_ONLY = {"tools": ("mcp_servers",)}
-TENANT_ID = re.compile(r"[a-z0-9][a-z0-9_-]{0,63}")
 
 
 def tenant_settings(

@@ -6,14 +6,16 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Iterable
 from typing import Annotated, ClassVar, Literal
 from urllib.parse import urlsplit
 
 from pydantic import Field, model_validator
 
-from backend.settings_base import EnvName, Strict
+from backend.domain.tenants import DEFAULT_TENANT, TENANT_ID
+from backend.settings.base import EnvName, Strict
 
-BOT_NAME = re.compile(r"[a-z0-9][a-z0-9_-]{0,63}")
+BOT_NAME = TENANT_ID  # a slug too: it names a key path (`channels.<name>`) and a webhook URL
 TELEGRAM_API = "https://api.telegram.org"
 DINGTALK_API = "https://api.dingtalk.com"
 WEBHOOK_SECRET = re.compile(r"[A-Za-z0-9_-]{1,256}")  # what Telegram takes as a secret token
@@ -140,3 +142,27 @@ def bot_name_problems(channels: dict[str, ChannelSettings], prefix: str) -> list
         for name in channels
         if not BOT_NAME.fullmatch(name)
     ]
+
+
+def bot_key_path(tenant_id: str, name: str) -> str:
+    """Where config.yaml sets a bot up: `channels.<name>`, or `tenants.<id>.channels.<name>`."""
+    prefix = "" if tenant_id == DEFAULT_TENANT else f"tenants.{tenant_id}."
+    return f"{prefix}channels.{name}"
+
+
+def check_bots(bots: Iterable[tuple[str, str, ChannelSettings]]) -> list[str]:
+    """Problems with a set of (tenant, bot name, settings): a credential variable that is not
+    set, or one bot's credentials configured twice (two processes would steal each other's
+    updates)."""
+    problems: list[str] = []
+    seen: dict[str, str] = {}
+    for tenant_id, name, settings in bots:
+        where = bot_key_path(tenant_id, name)
+        problems += [f"{where}.{problem}" for problem in settings.problems()]
+        identity = settings.identity()
+        if not identity:
+            continue
+        if identity in seen:
+            problems.append(f"{where}: the same {settings.IDENTITY} as {seen[identity]}")
+        seen.setdefault(identity, where)
+    return problems
