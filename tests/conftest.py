@@ -28,6 +28,34 @@ DEFAULT_POSTGRES_URL = "postgresql+asyncpg://postgres@127.0.0.1:5432/test"
 VENDOR_ENV = ("OPENAI_BASE_URL", "ANTHROPIC_BASE_URL", "OPENAI_API_KEY", "ANTHROPIC_API_KEY")
 
 
+# ---- test tiers (markers declared in pyproject.toml; `make check` runs the unmarked) --------
+#
+#   browser   tests/browser/: Chromium driven by Playwright. Marked here, by folder.
+#   postgres  runs against PostgreSQL: marked here for a test asking for the `postgres` fixture,
+#             and on the "postgresql" parameter of `database_url` (its "sqlite" one is fast);
+#             tests/storage/test_storage_outage.py marks itself (a cluster of its own).
+#   redis     runs against Redis: marked here for a test asking for the `redis_url` fixture.
+#   process   starts a real OS process of its own (`tally` on the command line, the server to
+#             kill -9, the bench, a Python script, git, make, pip, an MCP server over stdio or
+#             HTTP): marked in its module, `pytestmark = pytest.mark.process` when every test
+#             there does, else `@pytest.mark.process` on the test. The `mount` a disk-fault
+#             fixture runs is set-up, not the test's subject, and is not marked.
+#
+# A test can carry several marks; `make check` deselects any of them, `make test` runs all.
+
+BROWSER_TESTS = ROOT / "tests" / "browser"
+MARK_BY_FIXTURE = {"postgres": pytest.mark.postgres, "redis_url": pytest.mark.redis}
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if item.path.is_relative_to(BROWSER_TESTS):
+            item.add_marker(pytest.mark.browser)
+        for fixture in getattr(item, "fixturenames", ()):
+            if fixture in MARK_BY_FIXTURE:
+                item.add_marker(MARK_BY_FIXTURE[fixture])
+
+
 @pytest.fixture(autouse=True)
 def _no_vendor_environment(monkeypatch: pytest.MonkeyPatch) -> None:
     """The SDKs read these; a developer's real keys must never reach a test."""
@@ -139,7 +167,8 @@ async def _reset_postgres(url: str) -> None:
         await engine.dispose()
 
 
-@pytest.fixture(params=["sqlite", "postgresql"])
+# The PostgreSQL half carries the `postgres` mark; the SQLite half stays in the fast tier.
+@pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)])
 async def database_url(
     request: pytest.FixtureRequest, tmp_path: Path, postgres_url: str | None
 ) -> str:

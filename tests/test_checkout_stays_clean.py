@@ -14,6 +14,8 @@ from backend.memory.entries import parse_document
 from tests.conftest import ROOT
 from tests.crash import SETTLE_TIMEOUT_S, ServerFiles, TallyProcess, create_session, send_turn
 
+pytestmark = pytest.mark.process
+
 SHIPPED = (".gitignore", "config.yaml", "MEMORY.example.md")
 FACTS = [
     "My name is Ada and my email is ada@example.org.",

@@ -30,6 +30,8 @@ import pytest
 
 from tests.conftest import ROOT, VENDOR_ENV
 
+pytestmark = pytest.mark.process
+
 START_DEADLINE_S = 120.0  # a busy 2-core machine imports FastAPI and both SDKs slowly
 COMMAND_TIMEOUT_S = 300.0
 

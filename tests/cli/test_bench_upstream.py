@@ -16,6 +16,8 @@ import pytest
 
 from tests.conftest import ROOT
 
+pytestmark = pytest.mark.process
+
 LONG = "word " * 2_000  # about 2,500 tokens of 4 bytes: above every cache minimum
 
 

@@ -36,6 +36,7 @@ def recording_upstream() -> Iterator[str]:
         upstream.wait(timeout=30)
 
 
+@pytest.mark.process
 @pytest.mark.parametrize("protocol", ["openai", "anthropic"])
 def test_between_evictions_each_request_reuses_the_previous_ones_prefix(
     recording_upstream: str, protocol: str

@@ -20,6 +20,8 @@ from tests.cli.test_doctor import BROKEN, OPENAI
 from tests.conftest import ROOT, VENDOR_ENV
 from tests.crash import START_TIMEOUT_S
 
+pytestmark = pytest.mark.process
+
 OPENAI_MODEL = OPENAI + "model: {provider: openai, name: gpt-4o-mini}\n"
 
 

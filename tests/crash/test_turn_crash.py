@@ -40,6 +40,8 @@ from tests.fakes import Answer, Delay, RecordedRequest, Reply, Step, words
 from tests.fakes.openai_server import FakeOpenAIServer
 from tests.invariants import check_invariants
 
+pytestmark = pytest.mark.process
+
 HOLD_S = 60.0  # far longer than any test: the model call never finishes by itself
 
 

@@ -140,6 +140,7 @@ async def test_tenant_id_that_is_not_a_slug_is_rejected(
     assert os.listdir(tmp_path) == []
 
 
+@pytest.mark.process
 async def test_two_processes_appending_lose_nothing(tmp_path: Path) -> None:
     path = tmp_path / "MEMORY.md"
     workers = [run_python(APPEND_SCRIPT, str(path), tag, "200") for tag in ("alpha", "beta")]
@@ -169,6 +170,7 @@ async def test_two_processes_appending_lose_nothing(tmp_path: Path) -> None:
     assert leftover_temp_files(tmp_path) == []
 
 
+@pytest.mark.process
 async def test_full_disk_leaves_the_file_byte_identical(
     store: FileMemoryStore, tmp_path: Path
 ) -> None:

@@ -44,6 +44,7 @@ def workers_with_counters(files: ServerFiles) -> int:
     return len(list((files.data_dir / "metrics").glob("counter_*.db")))
 
 
+@pytest.mark.process
 def test_two_workers_answer_on_one_port_and_metrics_add_up(
     upstream: FakeOpenAIServer, postgres: str, redis_url: str, redis_prefix: str, tmp_path: Path
 ) -> None:
@@ -88,6 +89,7 @@ UVICORN_DEFAULT_HEALTHCHECK_S = 5
 TEXT_LINE = re.compile(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3} (INFO|WARNING|ERROR) \S+: ")
 
 
+@pytest.mark.process
 def test_a_worker_slow_to_start_is_waited_for_and_workers_log_as_one_process(
     upstream: FakeOpenAIServer,
     postgres: str,

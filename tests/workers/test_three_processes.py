@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import pytest
 import yaml
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import create_async_engine
@@ -23,6 +24,8 @@ from tests.crash import MAX_HISTORY_MESSAGES, ServerFiles, TallyProcess, write_c
 from tests.fakes import Delay, Text
 from tests.fakes.openai_server import FakeOpenAIServer
 from tests.sse import read_events
+
+pytestmark = pytest.mark.process
 
 LEASE_S = 2  # the summarizer's lease, and the live workers' sweep for dead workers' jobs
 RESUME_TIMEOUT_S = 60.0
