@@ -22,6 +22,7 @@ from fastapi import FastAPI
 
 from backend.app import uvicorn_options
 from backend.settings import Settings, parse_settings
+from tests.waiting import until
 
 ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_POSTGRES_URL = "postgresql+asyncpg://postgres@127.0.0.1:5432/test"
@@ -226,10 +227,13 @@ async def serve(app: FastAPI) -> AsyncIterator[httpx.AsyncClient]:
     )
     server = uvicorn.Server(config)
     task = asyncio.create_task(server.serve())
-    while not server.started:
+
+    def started() -> bool:
         if task.done():
             task.result()  # start-up failed: raise its error
-        await asyncio.sleep(0.01)
+        return bool(server.started)
+
+    await until(started, "uvicorn started", poll_s=0.01)
     port = server.servers[0].sockets[0].getsockname()[1]
     try:
         async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", timeout=30) as client:

@@ -18,6 +18,7 @@ from tests.channels.conftest import CLIENT_ID, ServedRobot, robot_settings, serv
 from tests.conftest import fill
 from tests.fakes import HttpError
 from tests.fakes.dingtalk_server import QPS_LIMITED, FakeDingTalkServer
+from tests.waiting import until
 
 SHUTDOWN_LIMIT_S = 10.0
 
@@ -43,12 +44,12 @@ async def health(served: ServedRobot) -> dict[str, object]:
 
 async def wait_for_error(served: ServedRobot, what: str) -> dict[str, object]:
     """The robot's health once its last error is about `what` (noted just after it happened)."""
-    for _ in range(6000):
+
+    async def failed() -> dict[str, object] | None:
         status = await health(served)
-        if str(status["last_error"] or "").startswith(what):
-            return status
-        await asyncio.sleep(0.01)
-    raise AssertionError(f"no {what} error in the robot's health")
+        return status if str(status["last_error"] or "").startswith(what) else None
+
+    return await until(failed, f"a {what} error in the robot's health", poll_s=0.01)
 
 
 @pytest.mark.parametrize("where", ["open", "handshake"])

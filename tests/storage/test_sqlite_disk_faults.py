@@ -25,10 +25,11 @@ from backend.app import create_app
 from backend.domain.events import ProviderEvent
 from backend.domain.requests import ChatRequest
 from backend.providers.scripted import ScriptedProvider
-from tests.chat.test_overflow_leases import GatedSummarizer, jobs_of, three_turns, until
+from tests.chat.test_overflow_leases import GatedSummarizer, jobs_of, three_turns
 from tests.conftest import fill, make_settings, serve
 from tests.invariants import check_invariants
 from tests.sse import read_events
+from tests.waiting import until
 
 FIGURE = {"tried": 0, "survived": 0, "lost": 0}
 
