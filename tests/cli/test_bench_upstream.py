@@ -40,6 +40,8 @@ def upstream() -> Iterator[str]:
     finally:
         proc.terminate()
         proc.wait(timeout=10)
+        if proc.stderr is not None:
+            proc.stderr.close()  # else its garbage collection warns (ResourceWarning)
 
 
 async def test_openai_reads_the_longest_cached_prefix_of_its_pool(upstream: str) -> None:

@@ -33,6 +33,8 @@ def recording_upstream() -> Iterator[str]:
     finally:
         upstream.terminate()
         upstream.wait(timeout=30)
+        if upstream.stderr is not None:
+            upstream.stderr.close()  # else its garbage collection warns (ResourceWarning)
 
 
 @pytest.mark.process
