@@ -56,10 +56,15 @@ test: lint
 # The fast loop while working: lint, then the tests of no slow tier. The tiers are pytest marks
 # (declared in pyproject.toml, put on the tests as tests/conftest.py says): browser (Chromium),
 # process (a real process of the test's own: tally, the server to kill -9, the bench, a script),
-# postgres and redis (the servers). `make test` runs them all; a change is done when it passes.
-FAST_TIER := not browser and not process and not postgres and not redis
+# postgres and redis (the servers), slow (seconds each). `make test` runs them all; a change is
+# done when it passes. The fast tier runs as two pytest processes, one a core, each taking every
+# other test (`--shard`, tests/conftest.py); each prints its own summary when it ends.
+FAST_TIER := not browser and not process and not postgres and not redis and not slow
 check: lint
-	$(BIN)/pytest -q -m "$(FAST_TIER)"
+	@$(MAKE) --no-print-directory --jobs=2 --output-sync=target check-half-1 check-half-2
+
+check-half-%:
+	$(BIN)/pytest -q -p no:cacheprovider -m "$(FAST_TIER)" --shard $*/2
 
 bench: $(RUN_STAMP)
 	$(BIN)/tally bench

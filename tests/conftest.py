@@ -41,6 +41,8 @@ VENDOR_ENV = ("OPENAI_BASE_URL", "ANTHROPIC_BASE_URL", "OPENAI_API_KEY", "ANTHRO
 #             HTTP): marked in its module, `pytestmark = pytest.mark.process` when every test
 #             there does, else `@pytest.mark.process` on the test. The `mount` a disk-fault
 #             fixture runs is set-up, not the test's subject, and is not marked.
+#   slow      takes seconds by itself (an eval, a fuzz run, a long scenario; 3 s or more on a
+#             loaded 2-core machine): `@pytest.mark.slow` on the test, by hand.
 #
 # A test can carry several marks; `make check` deselects any of them, `make test` runs all.
 
@@ -55,6 +57,39 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         for fixture in getattr(item, "fixturenames", ()):
             if fixture in MARK_BY_FIXTURE:
                 item.add_marker(MARK_BY_FIXTURE[fixture])
+
+
+# `make check` runs the fast tier as two pytest processes side by side, one a core, each given
+# every other test (`--shard 1/2`, `--shard 2/2`): pytest-xdist is not among our dependencies.
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--shard", metavar="K/N", help="run only the K-th of every N selected tests (1 <= K <= N)"
+    )
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    if config.getoption("--shard"):
+        config.pluginmanager.register(Shard(config.getoption("--shard")))
+
+
+class Shard:
+    """Keeps the K-th of every N tests, after `-m` and `-k` chose them (so the shares are even)."""
+
+    def __init__(self, spec: str) -> None:
+        k, n = (int(part) for part in spec.split("/"))
+        if not 1 <= k <= n:
+            raise pytest.UsageError(f"--shard {spec}: K/N with 1 <= K <= N")
+        self.k, self.n = k, n
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_collection_modifyitems(
+        self, config: pytest.Config, items: list[pytest.Item]
+    ) -> None:
+        mine = [index % self.n == self.k - 1 for index in range(len(items))]
+        config.hook.pytest_deselected(items=[i for i, m in zip(items, mine, strict=True) if not m])
+        items[:] = [item for item, is_mine in zip(items, mine, strict=True) if is_mine]
 
 
 @pytest.fixture(autouse=True)

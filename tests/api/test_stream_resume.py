@@ -56,6 +56,7 @@ def text_of(events: list[Event]) -> str:
     return "".join(data["text"] for _, name, data in events if name == "text.delta")
 
 
+@pytest.mark.slow
 async def test_a_dropped_stream_resumes_with_nothing_lost_or_repeated(
     database_url: str, tmp_path: Path
 ) -> None:

@@ -69,6 +69,7 @@ async def test_a_hung_gateway_blocks_neither_serving_nor_shutdown(
     assert took[0] < SHUTDOWN_LIMIT_S
 
 
+@pytest.mark.slow
 async def test_a_silent_gateway_and_a_hung_send_do_not_hold_up_shutdown(
     dingtalk: FakeDingTalkServer, tmp_path: Path, database_url: str
 ) -> None:
@@ -98,6 +99,7 @@ async def test_a_dropped_connection_and_a_disconnect_request_are_reconnected(
     assert [t for r, t in stored if r == "user"] == ["after a drop", "after a disconnect"]
 
 
+@pytest.mark.slow
 async def test_rate_limits_are_waited_out(
     dingtalk: FakeDingTalkServer, tmp_path: Path, database_url: str
 ) -> None:

@@ -127,6 +127,7 @@ async def test_flood_control_retry_after_is_waited_out(
     assert reply.text == "Hello from Tally."
 
 
+@pytest.mark.slow
 async def test_an_update_delivered_while_the_bot_connects_is_answered_once(
     telegram: FakeTelegramServer, tmp_path: Path, database_url: str
 ) -> None:

@@ -57,6 +57,7 @@ def covered_ids(memory_text: str, session_id: str) -> list[int]:
     return ids
 
 
+@pytest.mark.slow
 async def test_three_hundred_turns_roll_the_window_and_keep_every_fact(
     database_url: str, tmp_path: Path
 ) -> None:

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import pytest
 from sqlalchemy import select
 
 from backend.app import create_app
@@ -75,6 +76,7 @@ async def only_job_if(app: Any, holds: Callable[[Any], bool]) -> Any:
     return job if holds(job) else None
 
 
+@pytest.mark.slow
 async def test_a_job_whose_worker_died_is_taken_over_when_its_lease_runs_out(
     database_url: str, tmp_path: Path
 ) -> None:

@@ -140,6 +140,7 @@ def platform(
         )
 
 
+@pytest.mark.slow
 def test_no_body_past_a_valid_proof_is_answered_with_an_error(
     platform: tuple[Platform, Any],
     sqlite_url: str,

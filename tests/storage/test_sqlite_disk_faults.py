@@ -199,6 +199,7 @@ async def test_a_disk_that_fails_during_a_turn_ends_it_clearly_and_loses_nothing
     assert len([m for m in messages if m[0] == "assistant"]) == 2  # none faked for the failed turn
 
 
+@pytest.mark.slow
 async def test_a_disk_that_fails_during_a_summary_delays_it_and_it_finishes_once(
     disk: Disk, tmp_path: Path
 ) -> None:
