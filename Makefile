@@ -17,7 +17,7 @@ INSTALL := $(BIN)/python -m pip install --quiet --disable-pip-version-check --no
 RUN_STAMP := $(VENV)/.installed-run
 DEV_STAMP := $(VENV)/.installed-dev
 
-.PHONY: run test lint bench lock clean venv
+.PHONY: run test check lint bench lock clean venv
 
 venv:
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "Tally needs Python 3.11 or newer")'
@@ -52,6 +52,19 @@ lint: $(DEV_STAMP)
 
 test: lint
 	$(BIN)/pytest -q
+
+# The fast loop while working: lint, then the tests of no slow tier. The tiers are pytest marks
+# (declared in pyproject.toml, put on the tests as tests/conftest.py says): browser (Chromium),
+# process (a real process of the test's own: tally, the server to kill -9, the bench, a script),
+# postgres and redis (the servers), slow (seconds each). `make test` runs them all; a change is
+# done when it passes. The fast tier runs as two pytest processes, one a core, each taking every
+# other test (`--shard`, tests/conftest.py); each prints its own summary when it ends.
+FAST_TIER := not browser and not process and not postgres and not redis and not slow
+check: lint
+	@$(MAKE) --no-print-directory --jobs=2 --output-sync=target check-half-1 check-half-2
+
+check-half-%:
+	$(BIN)/pytest -q -p no:cacheprovider -m "$(FAST_TIER)" --shard $*/2
 
 bench: $(RUN_STAMP)
 	$(BIN)/tally bench

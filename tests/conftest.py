@@ -22,10 +22,74 @@ from fastapi import FastAPI
 
 from backend.app import uvicorn_options
 from backend.settings import Settings, parse_settings
+from tests.waiting import until
 
 ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_POSTGRES_URL = "postgresql+asyncpg://postgres@127.0.0.1:5432/test"
 VENDOR_ENV = ("OPENAI_BASE_URL", "ANTHROPIC_BASE_URL", "OPENAI_API_KEY", "ANTHROPIC_API_KEY")
+
+
+# ---- test tiers (markers declared in pyproject.toml; `make check` runs the unmarked) --------
+#
+#   browser   tests/browser/: Chromium driven by Playwright. Marked here, by folder.
+#   postgres  runs against PostgreSQL: marked here for a test asking for the `postgres` fixture,
+#             and on the "postgresql" parameter of `database_url` (its "sqlite" one is fast);
+#             tests/storage/test_storage_outage.py marks itself (a cluster of its own).
+#   redis     runs against Redis: marked here for a test asking for the `redis_url` fixture.
+#   process   starts a real OS process of its own (`tally` on the command line, the server to
+#             kill -9, the bench, a Python script, git, make, pip, an MCP server over stdio or
+#             HTTP): marked in its module, `pytestmark = pytest.mark.process` when every test
+#             there does, else `@pytest.mark.process` on the test. The `mount` a disk-fault
+#             fixture runs is set-up, not the test's subject, and is not marked.
+#   slow      takes seconds by itself (an eval, a fuzz run, a long scenario; 3 s or more on a
+#             loaded 2-core machine): `@pytest.mark.slow` on the test, by hand.
+#
+# A test can carry several marks; `make check` deselects any of them, `make test` runs all.
+
+BROWSER_TESTS = ROOT / "tests" / "browser"
+MARK_BY_FIXTURE = {"postgres": pytest.mark.postgres, "redis_url": pytest.mark.redis}
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if item.path.is_relative_to(BROWSER_TESTS):
+            item.add_marker(pytest.mark.browser)
+        for fixture in getattr(item, "fixturenames", ()):
+            if fixture in MARK_BY_FIXTURE:
+                item.add_marker(MARK_BY_FIXTURE[fixture])
+
+
+# `make check` runs the fast tier as two pytest processes side by side, one a core, each given
+# every other test (`--shard 1/2`, `--shard 2/2`): pytest-xdist is not among our dependencies.
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--shard", metavar="K/N", help="run only the K-th of every N selected tests (1 <= K <= N)"
+    )
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    if config.getoption("--shard"):
+        config.pluginmanager.register(Shard(config.getoption("--shard")))
+
+
+class Shard:
+    """Keeps the K-th of every N tests, after `-m` and `-k` chose them (so the shares are even)."""
+
+    def __init__(self, spec: str) -> None:
+        k, n = (int(part) for part in spec.split("/"))
+        if not 1 <= k <= n:
+            raise pytest.UsageError(f"--shard {spec}: K/N with 1 <= K <= N")
+        self.k, self.n = k, n
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_collection_modifyitems(
+        self, config: pytest.Config, items: list[pytest.Item]
+    ) -> None:
+        mine = [index % self.n == self.k - 1 for index in range(len(items))]
+        config.hook.pytest_deselected(items=[i for i, m in zip(items, mine, strict=True) if not m])
+        items[:] = [item for item, is_mine in zip(items, mine, strict=True) if is_mine]
 
 
 @pytest.fixture(autouse=True)
@@ -139,7 +203,8 @@ async def _reset_postgres(url: str) -> None:
         await engine.dispose()
 
 
-@pytest.fixture(params=["sqlite", "postgresql"])
+# The PostgreSQL half carries the `postgres` mark; the SQLite half stays in the fast tier.
+@pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)])
 async def database_url(
     request: pytest.FixtureRequest, tmp_path: Path, postgres_url: str | None
 ) -> str:
@@ -197,10 +262,13 @@ async def serve(app: FastAPI) -> AsyncIterator[httpx.AsyncClient]:
     )
     server = uvicorn.Server(config)
     task = asyncio.create_task(server.serve())
-    while not server.started:
+
+    def started() -> bool:
         if task.done():
             task.result()  # start-up failed: raise its error
-        await asyncio.sleep(0.01)
+        return bool(server.started)
+
+    await until(started, "uvicorn started", poll_s=0.01)
     port = server.servers[0].sockets[0].getsockname()[1]
     try:
         async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", timeout=30) as client:

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import shutil
 import subprocess
-import time
 from pathlib import Path
 
 import pytest
@@ -13,6 +12,9 @@ import pytest
 from backend.memory.entries import parse_document
 from tests.conftest import ROOT
 from tests.crash import SETTLE_TIMEOUT_S, ServerFiles, TallyProcess, create_session, send_turn
+from tests.waiting import until_blocking
+
+pytestmark = pytest.mark.process
 
 SHIPPED = (".gitignore", "config.yaml", "MEMORY.example.md")
 FACTS = [
@@ -53,15 +55,10 @@ def checkout(tmp_path: Path) -> Path:
     return repo
 
 
-def wait_for_memory_line(path: Path) -> list[str]:
-    deadline = time.monotonic() + SETTLE_TIMEOUT_S
-    while time.monotonic() < deadline:
-        if path.exists():
-            entries = parse_document(path.read_text(encoding="utf-8")).entries
-            if entries:
-                return [entry.content for entry in entries]
-        time.sleep(0.1)
-    raise AssertionError(f"no memory line in {path}")
+def memory_lines(path: Path) -> list[str]:
+    if not path.exists():
+        return []
+    return [entry.content for entry in parse_document(path.read_text(encoding="utf-8")).entries]
 
 
 def test_a_demo_chat_leaves_git_status_clean(checkout: Path) -> None:
@@ -71,7 +68,12 @@ def test_a_demo_chat_leaves_git_status_clean(checkout: Path) -> None:
             session_id = create_session(client)
             for text in FACTS:
                 send_turn(client, session_id, text)
-        lines = wait_for_memory_line(checkout / "MEMORY.md")
+        lines = until_blocking(
+            lambda: memory_lines(checkout / "MEMORY.md"),
+            "a memory line in MEMORY.md",
+            timeout_s=SETTLE_TIMEOUT_S,
+            poll_s=0.1,
+        )
 
     assert any("ada@example.org" in line for line in lines)
     assert (checkout / "data" / "tally.db").exists()

@@ -12,6 +12,8 @@ import pytest
 
 from tests.conftest import ROOT
 
+pytestmark = pytest.mark.process
+
 
 def planned(target: str, venv: Path) -> list[str]:
     if shutil.which("make") is None:

@@ -7,7 +7,11 @@ import resource
 import subprocess
 import sys
 
+import pytest
+
 from tests.conftest import ROOT
+
+pytestmark = pytest.mark.process
 
 PROBE = (
     "import resource; from backend.host.open_files import raise_open_files_limit; "

@@ -18,7 +18,6 @@ import socket
 import subprocess
 import sys
 import sysconfig
-import time
 import zipfile
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -29,6 +28,9 @@ import httpx
 import pytest
 
 from tests.conftest import ROOT, VENDOR_ENV
+from tests.waiting import until_blocking
+
+pytestmark = pytest.mark.process
 
 START_DEADLINE_S = 120.0  # a busy 2-core machine imports FastAPI and both SDKs slowly
 COMMAND_TIMEOUT_S = 300.0
@@ -226,16 +228,20 @@ def serving(installed: Installed, *args: str, cwd: Path, log: Path) -> Iterator[
 
 
 def wait_until_healthy(process: subprocess.Popen[bytes], client: httpx.Client, log: Path) -> None:
-    deadline = time.monotonic() + START_DEADLINE_S
-    while time.monotonic() < deadline:
+    def healthy() -> bool:
         if process.poll() is not None:
             pytest.fail(f"tally exited ({process.returncode}):\n{log.read_text('utf-8')}")
         try:
-            if client.get("/api/health", timeout=5).status_code == 200:
-                return
+            return client.get("/api/health", timeout=5).status_code == 200
         except httpx.TransportError:
-            time.sleep(0.1)  # the poll interval; the condition is the answer above
-    pytest.fail(f"tally did not answer /api/health in {START_DEADLINE_S} s:\n{log.read_text()}")
+            return False
+
+    until_blocking(
+        healthy,
+        lambda: f"tally answering /api/health:\n{log.read_text()}",
+        timeout_s=START_DEADLINE_S,
+        poll_s=0.1,
+    )
 
 
 def free_port() -> int:

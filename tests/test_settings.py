@@ -118,6 +118,7 @@ def test_tally_config_environment_variable_chooses_the_file(
     assert load_settings().persona.name == "Ada"
 
 
+@pytest.mark.process
 def test_server_refuses_to_start_with_a_bad_config(tmp_path: Path) -> None:
     path = write(tmp_path, "server:\n  prot: 9000\n")
     result = subprocess.run(

@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import asyncio
 import socket
-import time
 from pathlib import Path
 from typing import Any
 
@@ -13,6 +11,7 @@ import httpx
 from backend.app import create_app
 from tests.conftest import make_settings, serve
 from tests.fakes.openai_server import FakeOpenAIServer
+from tests.waiting import until
 
 GENEROUS_S = 60.0
 
@@ -136,10 +135,9 @@ async def test_a_failing_summary_provider_shows_without_degrading_chat(
 
 async def wait_for_outcome(client: httpx.AsyncClient, name: str) -> dict[str, Any]:
     """Health once provider `name` has an outcome; summaries run in the background."""
-    deadline = time.monotonic() + GENEROUS_S
-    while True:
+
+    async def called() -> dict[str, Any] | None:
         health: dict[str, Any] = (await client.get("/api/health")).json()
-        if entry(health, name)["last_outcome"] != "unknown":
-            return health
-        assert time.monotonic() < deadline, f"{name} was not called within {GENEROUS_S} s"
-        await asyncio.sleep(0.05)
+        return health if entry(health, name)["last_outcome"] != "unknown" else None
+
+    return await until(called, f"a call to {name}", timeout_s=GENEROUS_S, poll_s=0.05)

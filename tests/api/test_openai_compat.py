@@ -27,9 +27,23 @@ MODEL = "tally-test-model"
 PNG = base64.b64encode(b"\x89PNG\r\n\x1a\n" + b"\x00" * 16).decode()
 
 
+OPENED: list[openai.AsyncOpenAI] = []  # the test's SDK clients, closed after it
+
+
+@pytest.fixture(autouse=True)
+async def _close_sdk_clients() -> AsyncIterator[None]:
+    """Closes the test's SDK clients while its event loop still runs: left to the garbage
+    collector, their sockets are closed after the loop and warn (ResourceWarning)."""
+    yield
+    while OPENED:
+        await OPENED.pop().close()
+
+
 def sdk(client: httpx.AsyncClient, key: str = "unused") -> openai.AsyncOpenAI:
     base_url = str(client.base_url).rstrip("/") + "/v1"
-    return openai.AsyncOpenAI(base_url=base_url, api_key=key, max_retries=0)
+    opened = openai.AsyncOpenAI(base_url=base_url, api_key=key, max_retries=0)
+    OPENED.append(opened)
+    return opened
 
 
 def said(text: str) -> list[Any]:

@@ -24,6 +24,7 @@ from backend.storage.tenants import ApiKeyRepository
 from tests.api.test_auth import ADMIN_KEY, bearer, make_tenant
 from tests.conftest import make_settings, serve
 from tests.sse import read_events
+from tests.waiting import until
 
 DEADLINE_S = 120
 # 2,000 words at 20 ms each: about 40 s, far longer than any revocation takes to land.
@@ -195,13 +196,6 @@ async def test_a_streamed_v1_completion_ends_unauthorized_when_its_key_is_revoke
     ]
 
 
-async def wait_for_the_user_message(served: Served, session_id: str) -> None:
-    while True:  # the caller holds the deadline
-        if await served.messages(session_id):
-            return
-        await asyncio.sleep(0.05)
-
-
 @pytest.mark.parametrize("path", ["/api/chat/send", "/v1/chat/completions"])
 async def test_a_json_turn_in_flight_is_answered_401_when_its_key_is_revoked(
     served: Served, path: str
@@ -220,7 +214,7 @@ async def test_a_json_turn_in_flight_is_answered_401_when_its_key_is_revoked(
         served.client.post(path, json=body, headers=headers, timeout=DEADLINE_S)
     )
     async with asyncio.timeout(DEADLINE_S):
-        await wait_for_the_user_message(served, session.id)
+        await until(lambda: served.messages(session.id), "the user's message stored", poll_s=0.05)
         await served.revoke()
         answer = await turn
     assert (answer.status_code, answer.json()["error"]["code"]) == (401, "unauthorized")

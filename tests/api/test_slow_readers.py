@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import asyncio
 
+import pytest
+
 from backend.app import create_app
 from backend.providers.scripted import ScriptedProvider
 from backend.settings import Settings
@@ -14,6 +16,7 @@ from tests.sse import read_events
 LONG_REPLY = " ".join(f"word{i}" for i in range(30_000))  # about 1.5 MB of SSE: fills the socket
 
 
+@pytest.mark.slow
 async def test_a_frozen_stream_does_not_block_other_sessions(settings: Settings) -> None:
     provider = ScriptedProvider(replies=["short answer"])
     provider.push(LONG_REPLY)

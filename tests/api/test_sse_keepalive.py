@@ -7,6 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import openai
+import pytest
 
 from backend.app import create_app
 from backend.providers.scripted import ScriptedProvider
@@ -17,6 +18,7 @@ QUIET_S = 0.6  # the model's silence before each word
 EVERY_S = 0.1
 
 
+@pytest.mark.slow
 async def test_a_quiet_turn_stream_carries_keepalive_comments(
     database_url: str, tmp_path: Path
 ) -> None:

@@ -4,7 +4,6 @@ after `server.sse_resume_s`, keeping the words said so far (docs/api.md)."""
 
 from __future__ import annotations
 
-import asyncio
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +16,7 @@ from backend.settings import Settings
 from tests.api.test_chat_send import messages_of, new_session
 from tests.conftest import make_settings, serve
 from tests.sse import read_events_with_ids
+from tests.waiting import until
 
 Event = tuple[int | None, str, dict[str, Any]]
 LONG_REPLY = " ".join(f"w{i}" for i in range(200))
@@ -44,20 +44,19 @@ async def resume(client: httpx.AsyncClient, turn_id: str, last_id: int | None) -
 
 async def stored_reply(client: httpx.AsyncClient, session_id: str) -> dict[str, object]:
     """The session's assistant message, once the turn has stored it."""
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + STORED_TIMEOUT_S
-    while loop.time() < deadline:
-        replies = [m for m in await messages_of(client, session_id) if m["role"] == "assistant"]
-        if replies:
-            return replies[0]
-        await asyncio.sleep(0.05)
-    raise AssertionError("the turn stored no reply")
+
+    async def replies() -> list[dict[str, object]]:
+        return [m for m in await messages_of(client, session_id) if m["role"] == "assistant"]
+
+    found = await until(replies, "the turn's reply stored", timeout_s=STORED_TIMEOUT_S, poll_s=0.05)
+    return found[0]
 
 
 def text_of(events: list[Event]) -> str:
     return "".join(data["text"] for _, name, data in events if name == "text.delta")
 
 
+@pytest.mark.slow
 async def test_a_dropped_stream_resumes_with_nothing_lost_or_repeated(
     database_url: str, tmp_path: Path
 ) -> None:

@@ -5,9 +5,7 @@ page does is in the audit log, which never holds a secret; a chat key sees no te
 
 from __future__ import annotations
 
-import asyncio
 import re
-import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -20,6 +18,7 @@ from backend.domain.requests import ChatRequest
 from backend.providers.scripted import ScriptedProvider
 from tests.browser.harness import Tally, keep_for_readme, running_tally
 from tests.fakes.summarizer import EchoSummarizer
+from tests.waiting import until
 
 # The shared browser lives in the session's event loop (see harness.py).
 pytestmark = pytest.mark.asyncio(loop_scope="session")
@@ -371,13 +370,12 @@ async def window_field(tally: Tally, tenant_id: str) -> tuple[Any, str]:
 
 async def summary_once_written(tally: Tally, key: str, session_id: str) -> str:
     """The session's summary, once the overflow has written one."""
-    deadline = time.monotonic() + DEADLINE_S
-    while True:
+
+    async def summary() -> str:
         read = await tally.client.get(f"/api/chat/sessions/{session_id}", headers=bearer(key))
-        summary: str = read.json()["summary"]
-        if summary or time.monotonic() > deadline:
-            return summary
-        await asyncio.sleep(0.05)
+        return str(read.json()["summary"])
+
+    return await until(summary, "the session's summary", timeout_s=DEADLINE_S, poll_s=0.05)
 
 
 async def test_a_chat_key_is_asked_for_an_admin_key_and_sees_no_tenant_data(

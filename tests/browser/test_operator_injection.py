@@ -7,9 +7,8 @@ Bot names and tenant ids are slugs: markup there is refused before anything is s
 
 from __future__ import annotations
 
-import asyncio
-import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 from playwright.async_api import Browser, Page, expect
@@ -19,6 +18,7 @@ from tests.browser.harness import Tally, running_tally
 from tests.channels.conftest import TOKEN, bot_settings
 from tests.fakes import HttpError
 from tests.fakes.telegram_server import FakeTelegramServer
+from tests.waiting import until
 
 # The shared browser lives in the session's event loop (see harness.py).
 pytestmark = pytest.mark.asyncio(loop_scope="session")
@@ -79,13 +79,13 @@ async def seeded(tally: Tally, bot: dict[str, object]) -> None:
 
 
 async def until_bot_failed(tally: Tally) -> None:
-    deadline = time.monotonic() + WAIT_S
-    while True:
-        health = (await tally.client.get("/api/health", headers=OPERATOR)).json()
-        if any(MARKUP in (bot["last_error"] or "") for bot in health["channels"]):
-            return
-        assert time.monotonic() < deadline, health["channels"]
-        await asyncio.sleep(0.05)
+    bots: list[Any] = []  # as last seen, for the failure's message
+
+    async def failed() -> bool:
+        bots[:] = (await tally.client.get("/api/health", headers=OPERATOR)).json()["channels"]
+        return any(MARKUP in (bot["last_error"] or "") for bot in bots)
+
+    await until(failed, lambda: f"the bot's error: {bots}", timeout_s=WAIT_S, poll_s=0.05)
 
 
 async def open_console(tally: Tally) -> Page:

@@ -10,7 +10,6 @@ import asyncio
 import csv
 import json
 import re
-import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from datetime import UTC, datetime, timedelta
@@ -27,6 +26,7 @@ from backend.storage.usage import UsageDay, add_usage
 from tests.browser.harness import Tally, keep_for_readme, running_tally
 from tests.channels.conftest import TOKEN, bot_settings
 from tests.fakes.telegram_server import FakeTelegramServer
+from tests.waiting import until
 
 # The shared browser lives in the session's event loop (see harness.py).
 pytestmark = pytest.mark.asyncio(loop_scope="session")
@@ -307,13 +307,15 @@ async def test_the_csv_saved_from_the_usage_view_holds_the_api_rows(
 
 async def until_connected(client: httpx.AsyncClient) -> None:
     """Until every bot has polled Telegram once (it connects in the background)."""
-    deadline = time.monotonic() + WAIT_MS / 1000
-    while True:
-        health = (await client.get("/api/health", headers=OPERATOR)).json()
-        if health["channels"] and all(bot["connected"] for bot in health["channels"]):
-            return
-        assert time.monotonic() < deadline, f"bots not connected: {health['channels']}"
-        await asyncio.sleep(0.05)
+    bots: list[Any] = []  # as last seen, for the failure's message
+
+    async def connected() -> bool:
+        bots[:] = (await client.get("/api/health", headers=OPERATOR)).json()["channels"]
+        return bool(bots) and all(bot["connected"] for bot in bots)
+
+    await until(
+        connected, lambda: f"every bot connected: {bots}", timeout_s=WAIT_MS / 1000, poll_s=0.05
+    )
 
 
 def starts(telegram: FakeTelegramServer) -> int:

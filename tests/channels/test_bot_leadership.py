@@ -20,6 +20,7 @@ from tests.channels.conftest import CLIENT_ID, SECRET, TOKEN, bot_settings, robo
 from tests.conftest import make_settings, serve
 from tests.fakes.dingtalk_server import FakeDingTalkServer
 from tests.fakes.telegram_server import FakeTelegramServer
+from tests.waiting import until
 
 
 class Process:
@@ -58,14 +59,6 @@ async def processes(
     finally:
         for process in started:
             await process.stop()
-
-
-async def until(check: Any, what: str) -> None:
-    for _ in range(3000):
-        if await check():
-            return
-        await asyncio.sleep(0.02)
-    raise AssertionError(f"never: {what}")
 
 
 async def leaders(procs: list[Process]) -> list[Process]:

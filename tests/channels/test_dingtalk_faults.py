@@ -18,6 +18,7 @@ from tests.channels.conftest import CLIENT_ID, ServedRobot, robot_settings, serv
 from tests.conftest import fill
 from tests.fakes import HttpError
 from tests.fakes.dingtalk_server import QPS_LIMITED, FakeDingTalkServer
+from tests.waiting import until
 
 SHUTDOWN_LIMIT_S = 10.0
 
@@ -43,12 +44,12 @@ async def health(served: ServedRobot) -> dict[str, object]:
 
 async def wait_for_error(served: ServedRobot, what: str) -> dict[str, object]:
     """The robot's health once its last error is about `what` (noted just after it happened)."""
-    for _ in range(6000):
+
+    async def failed() -> dict[str, object] | None:
         status = await health(served)
-        if str(status["last_error"] or "").startswith(what):
-            return status
-        await asyncio.sleep(0.01)
-    raise AssertionError(f"no {what} error in the robot's health")
+        return status if str(status["last_error"] or "").startswith(what) else None
+
+    return await until(failed, f"a {what} error in the robot's health", poll_s=0.01)
 
 
 @pytest.mark.parametrize("where", ["open", "handshake"])
@@ -68,6 +69,7 @@ async def test_a_hung_gateway_blocks_neither_serving_nor_shutdown(
     assert took[0] < SHUTDOWN_LIMIT_S
 
 
+@pytest.mark.slow
 async def test_a_silent_gateway_and_a_hung_send_do_not_hold_up_shutdown(
     dingtalk: FakeDingTalkServer, tmp_path: Path, database_url: str
 ) -> None:
@@ -97,6 +99,7 @@ async def test_a_dropped_connection_and_a_disconnect_request_are_reconnected(
     assert [t for r, t in stored if r == "user"] == ["after a drop", "after a disconnect"]
 
 
+@pytest.mark.slow
 async def test_rate_limits_are_waited_out(
     dingtalk: FakeDingTalkServer, tmp_path: Path, database_url: str
 ) -> None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from pathlib import Path
 
+import pytest
 import yaml
 
 from backend.app import create_app
@@ -67,6 +68,7 @@ async def test_a_range_larger_than_the_budget_is_summarized_in_parts() -> None:
     assert output.summary.startswith("The user sent")
 
 
+@pytest.mark.process
 async def test_a_summarizer_that_fails_forever_leaves_raw_lines_then_resummarize_fixes_them(
     tmp_path: Path,
 ) -> None:

@@ -5,7 +5,6 @@ administrators), and `/metrics` counts it, until it recovers."""
 
 from __future__ import annotations
 
-import asyncio
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +17,7 @@ from tests.api.test_auth import ADMIN_KEY, bearer
 from tests.conftest import make_settings, serve
 from tests.fakes.summarizer import EchoSummarizer
 from tests.sse import stream_turn
+from tests.waiting import until
 
 
 class Switchable(EchoSummarizer):
@@ -39,15 +39,6 @@ def degraded_gauge(metrics: str) -> float | None:
     return None
 
 
-async def until_failed_once(app: Any) -> None:
-    for _ in range(600):
-        jobs = await app.state.services.overflow_jobs.failing()
-        if jobs:
-            return
-        await asyncio.sleep(0.05)
-    raise AssertionError("the summary never failed")
-
-
 async def test_failing_summaries_are_told_in_each_turn_health_and_metrics_until_they_recover(
     database_url: str, tmp_path: Path
 ) -> None:
@@ -65,7 +56,7 @@ async def test_failing_summaries_are_told_in_each_turn_health_and_metrics_until_
         session_id = (await client.post("/api/chat/sessions", json={})).json()["id"]
         for n in range(3):  # 6 messages: the oldest turn is due to be summarized
             await client.post("/api/chat/send", json={"session_id": session_id, "message": f"t{n}"})
-        await until_failed_once(app)
+        await until(app.state.services.overflow_jobs.failing, "the summary failed", poll_s=0.05)
         events = await stream_turn(client, {"session_id": session_id, "message": "still there?"})
         answered = await client.post(
             "/api/chat/send", json={"session_id": session_id, "message": "and now?"}

@@ -277,6 +277,7 @@ async def test_a_tools_result_of_odd_text_is_stored_and_given_to_the_model(
     assert sent_back == [expected[:20_000] + (sent_back[0][20_000:] if kind == "overlong" else "")]
 
 
+@pytest.mark.process
 @pytest.mark.parametrize("kind", list(ODD_RESULTS))
 async def test_an_mcp_servers_result_of_odd_text_is_stored(
     database_url: str,

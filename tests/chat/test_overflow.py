@@ -3,8 +3,8 @@ exactly once, and a fact from the first turn is still in the prompt three hundre
 
 from __future__ import annotations
 
-import asyncio
 import time
+from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -21,6 +21,7 @@ from backend.storage.tables import messages, overflow_jobs, sessions
 from tests.conftest import make_settings, serve
 from tests.fakes.summarizer import EchoSummarizer
 from tests.prompt_text import prompt_text
+from tests.waiting import until
 
 EMAIL = "ada.lovelace@example.org"
 GOOD_SUMMARY = "## Memory\n- the user likes tea\n\n## Summary\nSmall talk about tea."
@@ -56,6 +57,7 @@ def covered_ids(memory_text: str, session_id: str) -> list[int]:
     return ids
 
 
+@pytest.mark.slow
 async def test_three_hundred_turns_roll_the_window_and_keep_every_fact(
     database_url: str, tmp_path: Path
 ) -> None:
@@ -101,6 +103,16 @@ async def run_until_overflow(client: httpx.AsyncClient, session_id: str, turns: 
 async def journal(app: Any) -> list[Any]:
     async with app.state.services.database.read() as conn:
         return list((await conn.execute(select(overflow_jobs).order_by(overflow_jobs.c.id))).all())
+
+
+async def journal_once(app: Any, holds: Callable[[Any], bool], what: str) -> list[Any]:
+    """The journal, once its first job is in the state `holds` checks (jobs run meanwhile)."""
+
+    async def journaled() -> list[Any]:
+        jobs = await journal(app)
+        return jobs if jobs and holds(jobs[0]) else []
+
+    return await until(journaled, what)
 
 
 async def test_failed_summaries_evict_nothing_and_are_retried(
@@ -153,11 +165,9 @@ async def test_a_failing_summarizer_leaves_window_and_memory_untouched(
     async with serve(app) as client:
         session_id = (await client.post("/api/chat/sessions", json={})).json()["id"]
         await run_until_overflow(client, session_id)
-        for _ in range(200):  # until the first attempt has failed and been journaled
-            jobs = await journal(app)
-            if jobs and jobs[0].attempts == 1:
-                break
-            await asyncio.sleep(0.01)
+        jobs = await journal_once(
+            app, lambda job: job.attempts == 1, "the first attempt failed and journaled"
+        )
         session = (await client.get(f"/api/chat/sessions/{session_id}")).json()
         reply = await send(client, session_id, "still there?")  # the turn path is unaffected
     (job,) = jobs
@@ -208,11 +218,9 @@ async def test_a_memory_write_that_fails_evicts_nothing_until_it_succeeds(
     async with serve(app) as client:
         session_id = (await client.post("/api/chat/sessions", json={})).json()["id"]
         await run_until_overflow(client, session_id)
-        for _ in range(300):  # until the memory write has failed once
-            jobs = await journal(app)
-            if jobs and jobs[0].attempts >= 1:
-                break
-            await asyncio.sleep(0.01)
+        jobs = await journal_once(
+            app, lambda job: job.attempts >= 1, "the memory write failed once"
+        )
         failed = (await client.get(f"/api/chat/sessions/{session_id}")).json()
         blocker.unlink()  # the disk is writable again
         blocker.mkdir()

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import pytest
 from sqlalchemy import select
 
 from backend.app import create_app
@@ -20,6 +21,7 @@ from backend.providers.scripted import ScriptedProvider
 from backend.storage.tables import overflow_jobs
 from tests.conftest import fill, make_settings, serve
 from tests.fakes.summarizer import EchoSummarizer
+from tests.waiting import until
 
 FIRST_TWO = "user said: fact number 0; user said: fact number 1"  # the first evicted turns
 
@@ -68,14 +70,13 @@ async def jobs_of(app: Any) -> list[Any]:
         return list(await conn.execute(select(overflow_jobs).order_by(overflow_jobs.c.id)))
 
 
-async def until(condition: Callable[[], bool], what: str) -> None:
-    for _ in range(6000):  # 60 s of polling: far more than a passing run needs
-        if condition():
-            return
-        await asyncio.sleep(0.01)
-    raise AssertionError(f"{what} did not happen")
+async def only_job_if(app: Any, holds: Callable[[Any], bool]) -> Any:
+    """The app's one job when `holds(job)`, else None: a condition to wait `until`."""
+    (job,) = await jobs_of(app)
+    return job if holds(job) else None
 
 
+@pytest.mark.slow
 async def test_a_job_whose_worker_died_is_taken_over_when_its_lease_runs_out(
     database_url: str, tmp_path: Path
 ) -> None:
@@ -96,11 +97,11 @@ async def test_a_job_whose_worker_died_is_taken_over_when_its_lease_runs_out(
         settings, provider=ScriptedProvider(replies=["ok"]), summarizer_provider=summarizer
     )
     async with serve(second):  # its sweep finds the job once the dead one's lease ran out
-        for _ in range(600):  # 60 s: far more than a passing run needs
-            (job,) = await jobs_of(second)
-            if job.status == "done":
-                break
-            await asyncio.sleep(0.1)
+        job = await until(
+            lambda: only_job_if(second, lambda job: job.status == "done"),
+            "the dead worker's job taken over and done",
+            poll_s=0.1,
+        )
         await second.state.services.runtimes.wait_idle()
     memory = parse_document((tmp_path / "MEMORY.md").read_text(encoding="utf-8"))
     assert job.status == "done" and summarizer.calls == 1
@@ -146,11 +147,10 @@ async def test_a_running_jobs_lease_is_renewed_so_no_one_takes_it_over(
         await three_turns(client)
         await until(summarizer.asked.is_set, "the summarizer being asked")
         (claimed,) = await jobs_of(app)
-        for _ in range(6000):
-            (now,) = await jobs_of(app)
-            if now.leased_until > claimed.leased_until:
-                break
-            await asyncio.sleep(0.01)
+        now = await until(
+            lambda: only_job_if(app, lambda now: now.leased_until > claimed.leased_until),
+            "the lease renewed",
+        )
         summarizer.gate.set()
         await app.state.services.runtimes.wait_idle()
         (job,) = await jobs_of(app)

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import pytest
 
 from backend.app import create_app
 from backend.domain.events import ProviderEvent, TextDelta
@@ -51,6 +52,7 @@ async def entries_of(client: httpx.AsyncClient) -> list[dict[str, Any]]:
     return entries
 
 
+@pytest.mark.slow
 async def test_every_summarizer_line_of_a_long_conversation_can_be_reverted_once(
     database_url: str, tmp_path: Path
 ) -> None:

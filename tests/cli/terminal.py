@@ -23,6 +23,7 @@ from types import TracebackType
 from typing import Self
 
 from tests.conftest import ROOT
+from tests.waiting import until_blocking
 
 DEADLINE_S = 60.0  # the machine may be busy; a passing run takes a second or two
 ESCAPES = re.compile(rb"\x1b\[[0-9;?]*[A-Za-z]|\x1b[=>]|\r")
@@ -85,11 +86,12 @@ class Terminal:
         wchan = Path(f"/proc/{self.pid}/wchan")
         if not wchan.exists():
             return
-        deadline = time.monotonic() + timeout
-        while not any(word in wchan.read_text() for word in ("poll_schedule", "select")):
-            if time.monotonic() > deadline:
-                raise AssertionError(f"never waited for a key; the screen:\n{self.screen}")
-            select.select([], [], [], 0.01)
+        until_blocking(
+            lambda: any(word in wchan.read_text() for word in ("poll_schedule", "select")),
+            lambda: f"the process to wait for a key; the screen:\n{self.screen}",
+            timeout_s=timeout,
+            poll_s=0.01,
+        )
 
     def wait_exit(self, *, timeout: float = DEADLINE_S) -> int:
         """Read until the process closes the terminal and has exited; its exit code."""

@@ -9,8 +9,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from tests.cli.runner import config
 from tests.conftest import ROOT
+
+pytestmark = pytest.mark.process
 
 
 def test_quick_bench_completes_every_turn_of_the_scale_scenarios(tmp_path: Path) -> None:

@@ -15,8 +15,16 @@ import openai
 import pytest
 
 from tests.conftest import ROOT
+from tests.waiting import until_blocking
+
+pytestmark = pytest.mark.process
 
 LONG = "word " * 2_000  # about 2,500 tokens of 4 bytes: above every cache minimum
+
+
+def listening(port: int) -> bool:
+    with socket.socket() as sock:
+        return sock.connect_ex(("127.0.0.1", port)) == 0
 
 
 @pytest.fixture(scope="module")
@@ -27,16 +35,13 @@ def upstream() -> Iterator[str]:
     cmd = [sys.executable, str(ROOT / "bench" / "upstream.py"), "--port", str(port), "--record"]
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     try:
-        deadline = time.monotonic() + 20
-        while time.monotonic() < deadline:
-            with socket.socket() as sock:
-                if sock.connect_ex(("127.0.0.1", port)) == 0:
-                    break
-            time.sleep(0.05)
+        until_blocking(lambda: listening(port), "bench/upstream.py listening", poll_s=0.05)
         yield f"http://127.0.0.1:{port}"
     finally:
         proc.terminate()
         proc.wait(timeout=10)
+        if proc.stderr is not None:
+            proc.stderr.close()  # else its garbage collection warns (ResourceWarning)
 
 
 async def test_openai_reads_the_longest_cached_prefix_of_its_pool(upstream: str) -> None:

@@ -14,6 +14,8 @@ import pytest
 from backend.settings import load_settings
 from tests.conftest import ROOT
 
+pytestmark = pytest.mark.process
+
 
 def tally_in(
     cwd: Path, *args: str, env: dict[str, str] | None = None

@@ -13,6 +13,8 @@ from tests.conftest import ROOT
 from tests.fakes.dingtalk_server import FakeDingTalkServer
 from tests.fakes.telegram_server import FakeTelegramServer
 
+pytestmark = pytest.mark.process
+
 OPENAI = "providers:\n  openai: {kind: openai_compatible, api_key_env: OPENAI_API_KEY}\n"
 # Configs that parse but cannot serve, and the key path each error must name.
 BROKEN = [

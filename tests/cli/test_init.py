@@ -6,8 +6,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from backend.settings import load_settings
 from tests.conftest import ROOT
+
+pytestmark = pytest.mark.process
 
 TEMPLATES = sorted(path.name for path in (ROOT / "prompts").iterdir() if path.is_file())
 

@@ -5,11 +5,15 @@ from __future__ import annotations
 import sqlite3
 from pathlib import Path
 
+import pytest
+
 from backend.app import create_app
 from backend.providers.scripted import ScriptedProvider
 from backend.settings import load_settings
 from tests.cli.runner import config, tally
 from tests.conftest import serve
+
+pytestmark = pytest.mark.process
 
 
 def test_migrate_then_memory_edit_show_and_search(tmp_path: Path) -> None:

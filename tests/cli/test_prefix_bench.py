@@ -6,7 +6,6 @@ from __future__ import annotations
 import socket
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 
 import pytest
@@ -14,6 +13,7 @@ import pytest
 from backend.bench.benchmark import free_port
 from backend.bench.prefix_bench import QUICK, measure_tally, reusable_shares
 from tests.conftest import ROOT
+from tests.waiting import until_blocking
 
 
 @pytest.fixture(scope="module")
@@ -21,21 +21,23 @@ def recording_upstream() -> Iterator[str]:
     port = free_port()
     command = [sys.executable, str(ROOT / "bench" / "upstream.py"), "--port", str(port)]
     upstream = subprocess.Popen([*command, "--record"], stderr=subprocess.PIPE)
+
+    def listening() -> bool:  # or an error once it died
+        assert upstream.poll() is None, upstream.stderr and upstream.stderr.read()
+        with socket.socket() as probe:
+            return probe.connect_ex(("127.0.0.1", port)) == 0
+
     try:
-        deadline = time.monotonic() + 120
-        while True:  # until its port answers (or it died)
-            assert upstream.poll() is None, upstream.stderr and upstream.stderr.read()
-            with socket.socket() as probe:
-                if probe.connect_ex(("127.0.0.1", port)) == 0:
-                    break
-            assert time.monotonic() < deadline, "the upstream never opened its port"
-            time.sleep(0.05)
+        until_blocking(listening, "the upstream's port open", timeout_s=120, poll_s=0.05)
         yield f"http://127.0.0.1:{port}"
     finally:
         upstream.terminate()
         upstream.wait(timeout=30)
+        if upstream.stderr is not None:
+            upstream.stderr.close()  # else its garbage collection warns (ResourceWarning)
 
 
+@pytest.mark.process
 @pytest.mark.parametrize("protocol", ["openai", "anthropic"])
 def test_between_evictions_each_request_reuses_the_previous_ones_prefix(
     recording_upstream: str, protocol: str

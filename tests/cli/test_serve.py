@@ -8,7 +8,6 @@ import re
 import socket
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import httpx
@@ -19,6 +18,9 @@ from tests.cli.terminal import CTRL_C, Terminal
 from tests.cli.test_doctor import BROKEN, OPENAI
 from tests.conftest import ROOT, VENDOR_ENV
 from tests.crash import START_TIMEOUT_S
+from tests.waiting import until_blocking
+
+pytestmark = pytest.mark.process
 
 OPENAI_MODEL = OPENAI + "model: {provider: openai, name: gpt-4o-mini}\n"
 
@@ -116,11 +118,17 @@ class Serving:
         return self.log.read_text(encoding="utf-8")
 
     def wait_for(self, pattern: str) -> re.Match[str]:
-        deadline = time.monotonic() + START_TIMEOUT_S
-        while (found := re.search(pattern, self.text)) is None:
-            assert self.process.poll() is None, f"tally exited:\n{self.text}"
-            assert time.monotonic() < deadline, f"{pattern!r} never logged:\n{self.text}"
-            time.sleep(0.05)
+        return until_blocking(
+            lambda: self._logged(pattern),
+            lambda: f"{pattern!r} logged:\n{self.text}",
+            timeout_s=START_TIMEOUT_S,
+            poll_s=0.05,
+        )
+
+    def _logged(self, pattern: str) -> re.Match[str] | None:
+        """The pattern found in the log; an error once tally has exited without it."""
+        found = re.search(pattern, self.text)
+        assert found or self.process.poll() is None, f"tally exited:\n{self.text}"
         return found
 
     def stop(self) -> str:

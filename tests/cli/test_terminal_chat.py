@@ -17,6 +17,8 @@ from tests.cli.terminal import CTRL_C, CTRL_D, UP, Terminal
 from tests.fakes import RecordedRequest, Reply, words
 from tests.fakes.openai_server import FakeOpenAIServer
 
+pytestmark = pytest.mark.process
+
 LEFT = b"\x1b[D"
 SESSION_ID = re.compile(r"session ([0-9a-f-]{36})")
 

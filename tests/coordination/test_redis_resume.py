@@ -5,8 +5,9 @@ it runs, and a reconnect elsewhere is a clear 503."""
 
 from __future__ import annotations
 
-import asyncio
 from pathlib import Path
+
+import httpx
 
 from backend.coordination.journal import JournalEntry
 from backend.coordination.redis import RedisCoordinator
@@ -14,6 +15,13 @@ from backend.providers.scripted import ScriptedProvider
 from tests.api.test_stream_resume import LONG_REPLY, cut_after, resume, stored_reply, text_of
 from tests.coordination.test_redis_coordination import two_processes
 from tests.sse import stream_turn
+from tests.waiting import until
+
+
+async def copied_events(client: httpx.AsyncClient, turn_id: str) -> httpx.Response | None:
+    """The turn's events from another process, once it has them (it streams to the end)."""
+    copied = await client.get(f"/api/chat/turns/{turn_id}/events")
+    return copied if copied.status_code == 200 else None
 
 
 async def test_a_stream_cut_on_one_process_resumes_on_another(
@@ -70,11 +78,9 @@ async def test_a_reconnect_past_the_last_event_elsewhere_ends_at_once(
     async with two_processes(postgres, tmp_path, coordination) as (a, b):
         events = await stream_turn(a, {"message": "hi"})
         turn_id = events[0][1]["turn_id"]
-        for _ in range(600):  # the owner copies its events to Redis in the background
-            copied = await b.get(f"/api/chat/turns/{turn_id}/events")
-            if copied.status_code == 200:  # then it streams until the final event
-                break
-            await asyncio.sleep(0.05)
+        copied = await until(  # the owner copies its events to Redis in the background
+            lambda: copied_events(b, turn_id), "the turn's events in Redis", poll_s=0.05
+        )
         past_the_end = await resume(b, turn_id, len(events))
     assert copied.text.count("\nevent: ") == len(events)  # each after its id: line
     assert past_the_end == []  # nothing more will come: not a wait for a turn that ended

@@ -16,7 +16,6 @@ import socket
 import sqlite3
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from contextlib import closing, contextmanager
 from dataclasses import dataclass
@@ -28,6 +27,7 @@ import httpx
 import yaml
 
 from tests.conftest import ROOT, VENDOR_ENV
+from tests.waiting import until_blocking
 
 MAX_HISTORY_MESSAGES = 4
 OVERFLOW_BATCH = 2  # with 4 messages kept, the 3rd turn (6 messages) starts an overflow job
@@ -164,20 +164,24 @@ class TallyProcess:
         return "\n".join(text.splitlines()[-lines:])
 
     def _wait_until_healthy(self) -> None:
-        deadline = time.monotonic() + START_TIMEOUT_S
-        while time.monotonic() < deadline:
-            if self.process.poll() is not None:
-                raise AssertionError(
-                    f"the server exited with {self.process.returncode} while starting:\n"
-                    + self.log_tail()
-                )
-            try:
-                if httpx.get(f"{self.base_url}/api/health", timeout=1).status_code == 200:
-                    return
-            except httpx.TransportError:
-                pass
-            time.sleep(0.05)
-        raise AssertionError(f"the server did not answer /api/health:\n{self.log_tail()}")
+        until_blocking(
+            self._healthy,
+            lambda: f"the server answering /api/health:\n{self.log_tail()}",
+            timeout_s=START_TIMEOUT_S,
+            poll_s=0.05,
+        )
+
+    def _healthy(self) -> bool:
+        """Whether /api/health answers 200; an error once the process has exited."""
+        if self.process.poll() is not None:
+            raise AssertionError(
+                f"the server exited with {self.process.returncode} while starting:\n"
+                + self.log_tail()
+            )
+        try:
+            return httpx.get(f"{self.base_url}/api/health", timeout=1).status_code == 200
+        except httpx.TransportError:
+            return False
 
 
 # ---- the HTTP API -------------------------------------------------------------------------------
@@ -282,8 +286,9 @@ def wait_until_settled(
 def _wait_for_summarizer(
     database: Path, session_id: str | None, timeout_s: float, goal: str
 ) -> None:
-    deadline = time.monotonic() + timeout_s
-    while True:
+    last: list[sqlite3.Row] = []  # the last row read, for the failure's message
+
+    def idle() -> bool:
         (row,) = query(
             database,
             "SELECT"
@@ -293,16 +298,19 @@ def _wait_for_summarizer(
             "  WHERE s.id = ? AND m.id >= s.window_start_id) AS window",
             (session_id,),
         )
-        if row["unfinished"] == 0 and row["window"] <= MAX_HISTORY_MESSAGES:
-            return
-        if time.monotonic() > deadline:
-            jobs = query(database, "SELECT id, status, attempts, last_error FROM overflow_jobs")
-            window = f", {row['window']} messages in the window" if session_id else ""
-            raise AssertionError(
-                f"the summarizer did not {goal} within {timeout_s} s: {row['unfinished']}"
-                f" unfinished job(s){window}; journal: {[dict(job) for job in jobs]}"
-            )
-        time.sleep(0.05)
+        last[:] = [row]
+        return bool(row["unfinished"] == 0 and row["window"] <= MAX_HISTORY_MESSAGES)
+
+    def busy() -> str:
+        (row,) = last
+        jobs = query(database, "SELECT id, status, attempts, last_error FROM overflow_jobs")
+        window = f", {row['window']} messages in the window" if session_id else ""
+        return (
+            f"the summarizer to {goal}: {row['unfinished']}"
+            f" unfinished job(s){window}; journal: {[dict(job) for job in jobs]}"
+        )
+
+    until_blocking(idle, busy, timeout_s=timeout_s, poll_s=0.05)
 
 
 # ---- reporting -----------------------------------------------------------------------------------

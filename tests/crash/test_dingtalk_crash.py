@@ -23,6 +23,8 @@ from tests.fakes.dingtalk_server import FakeDingTalkServer
 from tests.fakes.openai_server import FakeOpenAIServer
 from tests.invariants import check_invariants
 
+pytestmark = pytest.mark.process
+
 CLIENT_ID = "ding-crash-client"
 CLIENT_SECRET = "ding-crash-secret"
 ROBOT = "ding-crash-robot"

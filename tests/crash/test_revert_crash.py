@@ -21,6 +21,8 @@ from tests.crash import (
 from tests.fakes.openai_server import FakeOpenAIServer
 from tests.invariants import check_invariants
 
+pytestmark = pytest.mark.process
+
 TURNS = 6  # two overflow jobs at window 4, batch 2: the first is not the latest eviction
 
 

@@ -32,6 +32,8 @@ from tests.crash import (
 from tests.fakes.openai_server import FakeOpenAIServer
 from tests.invariants import check_invariants
 
+pytestmark = pytest.mark.process
+
 # Each failpoint and the status its job is journaled with when the process dies there.
 STATUS_AT_FAILPOINT = {
     "overflow.summarized": "summarized",

@@ -21,6 +21,8 @@ from tests.fakes.openai_server import FakeOpenAIServer
 from tests.fakes.telegram_server import FakeTelegramServer
 from tests.invariants import check_invariants
 
+pytestmark = pytest.mark.process
+
 TOKEN = "424242:crash-token"
 LONG_REPLY = " ".join(f"word{n}" for n in range(1500))  # four Telegram messages
 

@@ -11,8 +11,7 @@ from __future__ import annotations
 import asyncio
 import json
 import signal
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, cast
@@ -39,6 +38,9 @@ from tests.crash import (
 from tests.fakes import Answer, Delay, RecordedRequest, Reply, Step, words
 from tests.fakes.openai_server import FakeOpenAIServer
 from tests.invariants import check_invariants
+from tests.waiting import until_blocking
+
+pytestmark = pytest.mark.process
 
 HOLD_S = 60.0  # far longer than any test: the model call never finishes by itself
 
@@ -119,19 +121,12 @@ def stream_until_killed(
             if name == "turn.started":
                 started = data
             if name == kill_after:
-                wait_for(lambda: len(upstream.requests) > calls_before, what="the model call")
+                until_blocking(lambda: len(upstream.requests) > calls_before, "the model call")
                 server.kill()
                 break
     assert server.returncode == -signal.SIGKILL, f"the server was not killed; events: {seen}"
     assert started is not None, f"no turn.started before the kill; events: {seen}"
     return started
-
-
-def wait_for(condition: Callable[[], bool], *, what: str, timeout_s: float = 60.0) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not condition():
-        assert time.monotonic() < deadline, f"{what} did not happen within {timeout_s} s"
-        time.sleep(0.01)
 
 
 def messages_of_turn(database: Path, turn_id: str) -> list[Any]:

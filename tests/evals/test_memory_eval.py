@@ -238,6 +238,7 @@ def test_too_many_facts_or_a_configured_summarizer_without_a_key_exit_2(
     assert "no model that can answer" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_the_default_run_tells_200_facts_and_recalls_most_of_them(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -251,6 +252,7 @@ def test_the_default_run_tells_200_facts_and_recalls_most_of_them(
     assert table["failed turns"] == ["0"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("language", ["en", "zh"])
 def test_the_long_eval_finds_what_months_of_sessions_said_and_no_corrected_value(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], language: str

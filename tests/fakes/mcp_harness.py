@@ -23,13 +23,13 @@ import socket
 import subprocess
 import sys
 import tempfile
-import time
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import IO
 
 from tests.fakes.mcp_server import ENDPOINT_PATH, HOST
+from tests.waiting import until
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 SERVER_MODULE = "tests.fakes.mcp_server"
@@ -116,19 +116,27 @@ class McpHttpServer:
         return self._stderr.read().decode("utf-8", "replace")
 
     async def _wait_until_listening(self) -> None:
-        deadline = time.monotonic() + START_DEADLINE_S
-        while not await self._accepts_connection():
-            assert self.process is not None
-            if self.process.poll() is not None:
-                raise RuntimeError(
-                    f"fake MCP server exited with {self.process.returncode}:\n{self.stderr()}"
-                )
-            if time.monotonic() > deadline:
-                self.kill()
-                raise TimeoutError(
-                    f"fake MCP server not listening after {START_DEADLINE_S} s:\n{self.stderr()}"
-                )
-            await asyncio.sleep(POLL_INTERVAL_S)
+        try:
+            await until(
+                self._listening,
+                lambda: f"the fake MCP server listening:\n{self.stderr()}",
+                timeout_s=START_DEADLINE_S,
+                poll_s=POLL_INTERVAL_S,
+            )
+        except AssertionError:
+            self.kill()
+            raise
+
+    async def _listening(self) -> bool:
+        """Whether the port accepts a connection; an error once the process has exited."""
+        if await self._accepts_connection():
+            return True
+        assert self.process is not None
+        if self.process.poll() is not None:
+            raise RuntimeError(
+                f"fake MCP server exited with {self.process.returncode}:\n{self.stderr()}"
+            )
+        return False
 
     async def _accepts_connection(self) -> bool:
         try:

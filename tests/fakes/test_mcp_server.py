@@ -20,6 +20,8 @@ from mcp.types import CallToolResult, TextContent
 from tests.fakes.mcp_harness import mcp_http_server, stdio_command, stdio_env
 from tests.fakes.mcp_server import ENDPOINT_PATH
 
+pytestmark = pytest.mark.process
+
 STDIO_TOOLS = {"echo", "add", "big", "slow", "fail", "refuse", "whoami", "record", "odd"}
 TOKEN = "Bearer fake-mcp-token"
 

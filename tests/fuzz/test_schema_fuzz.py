@@ -219,6 +219,7 @@ def fuzz(operation: APIOperation, fuzzing: Fuzzing) -> None:
     run()
 
 
+@pytest.mark.slow
 def test_no_operation_answers_with_a_server_error(
     fuzzing: Fuzzing, subtests: pytest.Subtests
 ) -> None:

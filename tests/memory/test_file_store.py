@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import datetime as dt
 import errno
 import hashlib
@@ -12,7 +11,6 @@ import stat
 import subprocess
 import sys
 import threading
-import time
 from pathlib import Path
 
 import pytest
@@ -22,6 +20,7 @@ from backend.errors import InvalidInput
 from backend.memory.base import MemoryWriteFailed
 from backend.memory.entries import NewEntry, render_lines, standard_header
 from backend.memory.file_store import FileMemoryStore
+from tests.waiting import until
 
 ROOT = Path(__file__).resolve().parents[2]
 DAY = dt.date(2024, 5, 17)
@@ -140,13 +139,15 @@ async def test_tenant_id_that_is_not_a_slug_is_rejected(
     assert os.listdir(tmp_path) == []
 
 
+@pytest.mark.process
 async def test_two_processes_appending_lose_nothing(tmp_path: Path) -> None:
     path = tmp_path / "MEMORY.md"
     workers = [run_python(APPEND_SCRIPT, str(path), tag, "200") for tag in ("alpha", "beta")]
-    deadline = time.monotonic() + 60
-    while not all((tmp_path / f"ready-{tag}").exists() for tag in ("alpha", "beta")):
-        assert time.monotonic() < deadline, "workers did not start"
-        await asyncio.sleep(0.01)
+    await until(
+        lambda: all((tmp_path / f"ready-{tag}").exists() for tag in ("alpha", "beta")),
+        "both workers started",
+        poll_s=0.01,
+    )
     (tmp_path / "go").touch()
     for worker in workers:
         _, stderr = worker.communicate(timeout=120)
@@ -169,6 +170,7 @@ async def test_two_processes_appending_lose_nothing(tmp_path: Path) -> None:
     assert leftover_temp_files(tmp_path) == []
 
 
+@pytest.mark.process
 async def test_full_disk_leaves_the_file_byte_identical(
     store: FileMemoryStore, tmp_path: Path
 ) -> None:

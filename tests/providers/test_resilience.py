@@ -319,6 +319,7 @@ def test_unknown_provider_in_a_chain_is_a_config_error() -> None:
         build_chat_provider({}, ModelSettings(provider="missing", name="m"))
 
 
+@pytest.mark.process
 def test_importing_the_registry_does_not_import_the_sdks() -> None:
     probe = (
         "import sys, backend.providers.registry; "

@@ -39,6 +39,7 @@ print(json.dumps({
 """
 
 
+@pytest.mark.process
 def test_the_builtin_model_loads_and_embeds_with_the_network_unreachable(tmp_path: Path) -> None:
     unshare = shutil.which("unshare")
     if unshare is None:

@@ -218,6 +218,7 @@ async def test_a_providers_embeddings_are_used_and_a_remote_models_vectors_all_k
     assert await stored_vectors(archive) == 1  # a message's vector goes with it
 
 
+@pytest.mark.slow
 async def test_a_failing_providers_embeddings_leave_ranking_to_words(archive: Archive) -> None:
     with FakeOpenAIServer() as server:
         server.embeddings_status = 503

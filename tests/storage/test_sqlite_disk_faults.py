@@ -25,10 +25,11 @@ from backend.app import create_app
 from backend.domain.events import ProviderEvent
 from backend.domain.requests import ChatRequest
 from backend.providers.scripted import ScriptedProvider
-from tests.chat.test_overflow_leases import GatedSummarizer, jobs_of, three_turns, until
+from tests.chat.test_overflow_leases import GatedSummarizer, jobs_of, three_turns
 from tests.conftest import fill, make_settings, serve
 from tests.invariants import check_invariants
 from tests.sse import read_events
+from tests.waiting import until
 
 FIGURE = {"tried": 0, "survived": 0, "lost": 0}
 
@@ -198,6 +199,7 @@ async def test_a_disk_that_fails_during_a_turn_ends_it_clearly_and_loses_nothing
     assert len([m for m in messages if m[0] == "assistant"]) == 2  # none faked for the failed turn
 
 
+@pytest.mark.slow
 async def test_a_disk_that_fails_during_a_summary_delays_it_and_it_finishes_once(
     disk: Disk, tmp_path: Path
 ) -> None:

@@ -26,6 +26,9 @@ from backend.providers.scripted import ScriptedProvider
 from tests.conftest import make_settings, serve
 from tests.storage.postgres_cluster import Cluster, throwaway_cluster
 
+# A PostgreSQL cluster of its own, started and stopped as processes (pg_ctl).
+pytestmark = [pytest.mark.postgres, pytest.mark.process]
+
 FIGURE = {"requests": 0, "answered": 0, "answered_503": 0, "resets": 0, "lost": 0}
 WAIT_S = 120.0  # a condition's deadline on two busy cores; never a sleep
 

@@ -29,6 +29,8 @@ from tests.fakes import Call, ToolCalls
 from tests.fakes.mcp_harness import REPO_ROOT, free_port, mcp_http_server
 from tests.fakes.openai_server import FakeOpenAIServer
 
+pytestmark = pytest.mark.process
+
 WAIT_S = 120.0  # a condition's deadline on two busy cores; never a sleep
 
 

@@ -22,6 +22,8 @@ from tests.fakes.dingtalk_server import FakeDingTalkServer
 from tests.fakes.openai_server import FakeOpenAIServer
 from tests.workers.test_three_processes import fetch, shared_config
 
+pytestmark = pytest.mark.process
+
 ROUNDS = 12
 
 

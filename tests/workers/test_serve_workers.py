@@ -5,7 +5,6 @@ SQLite, the command refuses before anything listens."""
 from __future__ import annotations
 
 import re
-import time
 from pathlib import Path
 
 import pytest
@@ -21,6 +20,7 @@ from tests.crash import (
     write_config,
 )
 from tests.fakes.openai_server import FakeOpenAIServer
+from tests.waiting import until_blocking
 
 
 def on_postgres(files: ServerFiles, url: str, redis_url: str, prefix: str) -> ServerFiles:
@@ -44,6 +44,7 @@ def workers_with_counters(files: ServerFiles) -> int:
     return len(list((files.data_dir / "metrics").glob("counter_*.db")))
 
 
+@pytest.mark.process
 def test_two_workers_answer_on_one_port_and_metrics_add_up(
     upstream: FakeOpenAIServer, postgres: str, redis_url: str, redis_prefix: str, tmp_path: Path
 ) -> None:
@@ -88,6 +89,13 @@ UVICORN_DEFAULT_HEALTHCHECK_S = 5
 TEXT_LINE = re.compile(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3} (INFO|WARNING|ERROR) \S+: ")
 
 
+def log_saying(files: ServerFiles, text: str) -> str:
+    """The server's log once it contains `text`, else ''."""
+    log = files.log.read_text(encoding="utf-8")
+    return log if text in log else ""
+
+
+@pytest.mark.process
 def test_a_worker_slow_to_start_is_waited_for_and_workers_log_as_one_process(
     upstream: FakeOpenAIServer,
     postgres: str,
@@ -106,11 +114,13 @@ def test_a_worker_slow_to_start_is_waited_for_and_workers_log_as_one_process(
     )
     with TallyProcess(files, serve_args=("--workers", "2")) as server, server.client() as client:
         send_turn(client, create_session(client), "hello")
-        deadline = time.monotonic() + START_TIMEOUT_S
         # Said once both workers started (health answers once the first one has).
-        while "serving on" not in (log := files.log.read_text(encoding="utf-8")):
-            assert time.monotonic() < deadline, log
-            time.sleep(0.05)
+        log = until_blocking(
+            lambda: log_saying(files, "serving on"),
+            lambda: f"'serving on' logged:\n{files.log.read_text(encoding='utf-8')}",
+            timeout_s=START_TIMEOUT_S,
+            poll_s=0.05,
+        )
     lines = [line for line in log.splitlines() if line and not line.startswith("====")]
     assert "died" not in log and "Traceback" not in log
     assert all(TEXT_LINE.match(line) for line in lines), log  # timestamps and levels

@@ -8,12 +8,13 @@ from __future__ import annotations
 
 import asyncio
 import signal
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import Any
 
 import httpx
+import pytest
 import yaml
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import create_async_engine
@@ -23,6 +24,9 @@ from tests.crash import MAX_HISTORY_MESSAGES, ServerFiles, TallyProcess, write_c
 from tests.fakes import Delay, Text
 from tests.fakes.openai_server import FakeOpenAIServer
 from tests.sse import read_events
+from tests.waiting import until
+
+pytestmark = pytest.mark.process
 
 LEASE_S = 2  # the summarizer's lease, and the live workers' sweep for dead workers' jobs
 RESUME_TIMEOUT_S = 60.0
@@ -153,20 +157,12 @@ async def test_three_processes_serialize_turns_cancel_anywhere_and_finish_a_dead
                 await client.aclose()
 
 
-async def until(condition: Callable[[], bool], what: str) -> None:
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + RESUME_TIMEOUT_S
-    while not condition():
-        assert loop.time() < deadline, f"{what} did not happen"
-        await asyncio.sleep(0.01)
-
-
 async def wait_until_settled(postgres: str, session_id: str) -> None:
     """Until the summarizer has nothing left to ask the model about `session_id`: no unfinished
     job and the window within `max_history_messages`, so none is about to be planned."""
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + RESUME_TIMEOUT_S
-    while True:
+    last: list[Any] = []  # the last row read, for the failure's message
+
+    async def settled() -> bool:
         (row,) = await fetch(
             postgres,
             "SELECT"
@@ -176,26 +172,36 @@ async def wait_until_settled(postgres: str, session_id: str) -> None:
             "  WHERE s.id = :s AND m.id >= s.window_start_id) AS window",
             s=session_id,
         )
-        if row.unfinished == 0 and row.window <= MAX_HISTORY_MESSAGES:
-            return
-        assert loop.time() < deadline, f"the summarizer did not settle: {row}"
-        await asyncio.sleep(0.05)
+        last[:] = [row]
+        return bool(row.unfinished == 0 and row.window <= MAX_HISTORY_MESSAGES)
+
+    await until(
+        settled,
+        lambda: f"the summarizer to settle: {last}",
+        timeout_s=RESUME_TIMEOUT_S,
+        poll_s=0.05,
+    )
 
 
 async def wait_for_job_done(postgres: str, session_id: str) -> Any:
     """The session's first overflow job, once a live process has finished it."""
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + RESUME_TIMEOUT_S
-    while loop.time() < deadline:
+    last: list[Any] = []  # the last jobs read, for the failure's message
+
+    async def done() -> Any:
         jobs = await fetch(
             postgres,
             "SELECT * FROM overflow_jobs WHERE session_id = :s ORDER BY id LIMIT 1",
             s=session_id,
         )
-        if jobs and jobs[0].status == "done":
-            return jobs[0]
-        await asyncio.sleep(0.1)
-    raise AssertionError(f"no live process finished the dead one's summary: {jobs}")
+        last[:] = jobs
+        return jobs[0] if jobs and jobs[0].status == "done" else None
+
+    return await until(
+        done,
+        lambda: f"a live process finishing the dead one's summary: {last}",
+        timeout_s=RESUME_TIMEOUT_S,
+        poll_s=0.1,
+    )
 
 
 async def test_a_5_per_minute_limit_admits_exactly_5_across_three_processes(
