@@ -131,8 +131,11 @@ def probe(outcome: bool) -> None:
 
 
 async def the_next_turn_works(
-    client: httpx.AsyncClient, vendor: FakeOpenAIServer, session_id: str
+    app: Any, client: httpx.AsyncClient, vendor: FakeOpenAIServer, session_id: str
 ) -> None:
+    # A summary the first turn started (an overlong reply overflows the window) calls the same
+    # vendor: it must not take the reply scripted for this turn.
+    await app.state.services.runtimes.wait_idle()
     vendor.push("still here")
     after = await turn(client, {"session_id": session_id, "message": "again"}, stream=False)
     assert after["end"]["reply"] == "still here"
@@ -150,7 +153,7 @@ async def test_a_reply_of_odd_text_is_stored_the_same_on_every_backend(
         answered = await turn(client, {"message": "say it"}, stream=stream)
         session_id = answered["end"]["session_id"]
         shown = await read_everything(client, session_id)
-        await the_next_turn_works(client, vendor, session_id)
+        await the_next_turn_works(app, client, vendor, session_id)
 
     expected = storable_text(said)
     deltas = "".join(d["text"] for name, d in answered["events"] if name == "text.delta")
@@ -191,7 +194,7 @@ async def test_tool_arguments_of_odd_text_are_stored_and_shown(
         answered = await turn(client, {"message": "what time"}, stream=stream)
         session_id = answered["end"]["session_id"]
         shown = await read_everything(client, session_id)
-        await the_next_turn_works(client, vendor, session_id)
+        await the_next_turn_works(app, client, vendor, session_id)
 
     expected = storable_json(arguments)
     (stored,) = shown["tool_conversations"]["tool_conversations"]
@@ -375,7 +378,7 @@ async def test_rows_stored_before_the_normalisation_never_fail_a_read(
                 update(sessions).where(sessions.c.id == session_id).values(summary=raw_text)
             )
         shown = await read_everything(client, session_id)
-        await the_next_turn_works(client, vendor, session_id)
+        await the_next_turn_works(app, client, vendor, session_id)
 
     (old,) = shown["tool_conversations"]["tool_conversations"]
     probe(old["arguments"] == {"k\ufffd": ["\ufffd", "\ufffd"]})
