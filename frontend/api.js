@@ -34,7 +34,11 @@ export function newRequestId() {
 
 let unauthorizedHandler = () => {};
 
-/** Called whenever the server answers 401: the page asks for an API key. */
+/**
+ * Called when the server answers 401 to the key in use: the page asks for an API key. A 401
+ * to a key replaced since (a request of a refused key still in flight) says nothing of the
+ * new one, and must not send it away.
+ */
 export function onUnauthorized(handler) {
   unauthorizedHandler = handler;
 }
@@ -46,7 +50,7 @@ function headers(extra = {}) {
   return result;
 }
 
-async function toError(response) {
+async function toError(response, sentKey) {
   let code = `http_${response.status}`;
   let message = response.statusText || "request failed";
   try {
@@ -56,11 +60,12 @@ async function toError(response) {
     // not JSON: keep the status line
   }
   const retryAfter = Number(response.headers.get("Retry-After")) || null;
-  if (response.status === 401) unauthorizedHandler();
+  if (response.status === 401 && sentKey === apiKey()) unauthorizedHandler();
   return new ApiError(response.status, code, message, retryAfter);
 }
 
 export async function send(method, path, body, { signal, extraHeaders } = {}) {
+  const sentKey = apiKey();
   const init = { method, headers: headers(extraHeaders), signal };
   if (body !== undefined) {
     init.headers["Content-Type"] = "application/json";
@@ -73,7 +78,7 @@ export async function send(method, path, body, { signal, extraHeaders } = {}) {
     if (err.name === "AbortError") throw err;
     throw new ApiError(0, "network_error", "the server could not be reached");
   }
-  if (!response.ok) throw await toError(response);
+  if (!response.ok) throw await toError(response, sentKey);
   return response;
 }
 
@@ -90,10 +95,11 @@ const withUser = (body) => (endUser() ? { ...body, user: endUser() } : body);
 export const api = {
   /** Health answers 503 with its usual body when the database is down. */
   async health() {
+    const sentKey = apiKey();
     const response = await fetch("/api/health", { headers: headers() }).catch(() => null);
     if (!response) throw new ApiError(0, "network_error", "the server could not be reached");
     if (response.ok || response.status === 503) return response.json();
-    throw await toError(response);
+    throw await toError(response, sentKey);
   },
 
   listSessions: ({ limit = 50, offset = 0, q } = {}) =>

@@ -29,6 +29,7 @@ const state = {
   isDemo: false,
   turns: new Map(), // session id → the turn streaming in it
   turnsStarted: 0, // every turn begun on this page: a redraw loaded before one is stale
+  turnsEnded: 0, // every turn ended on this page: a redraw loaded before one may lack its reply
   contexts: new Map(), // session id → {tokens, budget} of its last completed turn
 };
 
@@ -185,7 +186,7 @@ async function openRoute() {
     if (state.sessionId !== id) return;
     state.session = session;
     showTitle(session);
-    if (await thread.show(session, { isDemo: state.isDemo })) reattachTurn(id);
+    await drawSession(session);
     offerLastTurnActions();
     composer.focusIfIdle();
   } catch (err) {
@@ -194,6 +195,22 @@ async function openRoute() {
       toast("sessionGone", { isError: true });
       location.hash = "#/";
     } else if (err.status !== 401) toast({ raw: `${err.code}: ${err.message}` }, { isError: true });
+  }
+}
+
+/**
+ * Draw `session` from the server, with its reply still streaming if one is. A turn that ends
+ * while the messages load may be missing from them, and is no longer live to be drawn again:
+ * then they are loaded again. False when another session was opened meanwhile.
+ */
+async function drawSession(session) {
+  for (;;) {
+    const ended = state.turnsEnded;
+    if (!(await thread.show(session, { isDemo: state.isDemo }))) return false;
+    if (state.turnsEnded === ended) {
+      reattachTurn(session.id);
+      return true;
+    }
   }
 }
 
@@ -217,8 +234,7 @@ async function reloadSession(sessionId) {
     const session = await api.getSession(sessionId);
     if (state.sessionId !== sessionId) return;
     state.session = session;
-    await thread.show(session, { isDemo: state.isDemo });
-    offerLastTurnActions();
+    if (await drawSession(session)) offerLastTurnActions();
   } catch {
     // the next navigation reloads it
   }
@@ -295,6 +311,7 @@ async function send(rawText, retryOf = null, images = []) {
     },
   });
   state.turns.delete(sessionId);
+  state.turnsEnded += 1;
   if (turn.context) state.contexts.set(sessionId, turn.context);
   if (state.sessionId === sessionId) gauge.show(state.contexts.get(sessionId) ?? null);
   updateComposer();

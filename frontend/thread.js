@@ -133,6 +133,9 @@ export class Thread {
     this.session = null;
     this.summary = null;
     this.drawnWindowStart = 0; // the window start of the messages drawn
+    // The latest draw begun; one still loading gives up when another begins. A session
+    // refreshed meanwhile (updateSession, saveSummary) is the same draw.
+    this.drawing = null;
     this.onSummaryState = onSummaryState;
     this.onRetry = onRetry;
   }
@@ -152,6 +155,7 @@ export class Thread {
   }
 
   loading() {
+    this.drawing = null;
     this.session = null;
     this.summary = null;
     this.drawnWindowStart = 0;
@@ -159,6 +163,7 @@ export class Thread {
   }
 
   empty(onSuggestion) {
+    this.drawing = null;
     this.session = null;
     this.summary = null;
     this.drawnWindowStart = 0; // a new chat: its window starts at its first message
@@ -191,13 +196,15 @@ export class Thread {
    * messages loaded before it would take its message and reply off the page).
    */
   async show(session, { isDemo, isBusy = () => false }) {
+    const drawing = {};
+    this.drawing = drawing;
     this.session = session;
     this.options = { isDemo, onRetry: this.onRetry };
     const [page, tools] = await Promise.all([
       api.messages(session.id, { limit: PAGE }),
       api.toolConversations(session.id).catch(() => ({ tool_conversations: [] })),
     ]);
-    if (this.session !== session) return false; // another session was opened meanwhile
+    if (this.drawing !== drawing) return false; // another draw (or session) began meanwhile
     if (isBusy()) return false;
     this.calls = tools.tool_conversations;
     this.oldestId = page.messages[0]?.id ?? null;

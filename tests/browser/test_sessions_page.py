@@ -4,12 +4,16 @@ from __future__ import annotations
 
 import asyncio
 import re
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import pytest
 from playwright.async_api import Browser, Route, expect
 
+from backend.domain.events import ProviderEvent
+from backend.domain.requests import ChatRequest
 from backend.providers.scripted import ScriptedProvider
 from tests.browser.harness import Tally, last_reply, running_tally, send, wait_for_reply
 from tests.fakes.summarizer import EchoSummarizer
@@ -19,6 +23,18 @@ pytestmark = pytest.mark.asyncio(loop_scope="session")
 
 TENANT = "default"  # auth.mode: none
 SESSION_URL = re.compile(r"/api/chat/sessions/[^/?]+$")
+
+
+@dataclass
+class HeldProvider(ScriptedProvider):
+    """Answers only once `answer` is set, so a test decides when a turn ends."""
+
+    answer: asyncio.Event = field(default_factory=asyncio.Event)
+
+    async def stream(self, request: ChatRequest) -> AsyncIterator[ProviderEvent]:
+        await self.answer.wait()
+        async for event in super().stream(request):
+            yield event
 
 
 async def create_session(tally: Tally, title: str) -> dict[str, Any]:
@@ -273,3 +289,35 @@ async def test_a_bots_chat_is_listed_with_its_platform_badge_and_reads_like_any_
     await bot_item.get_by_role("link").click()
     await expect(page).to_have_url(re.compile(f"#/s/{chat.id}$"))
     await expect(page.get_by_test_id("chat-title")).to_have_text("Ada on Telegram")
+
+
+async def test_a_reply_that_ends_while_its_conversation_loads_is_shown(
+    browser: Browser, tmp_path: Path
+) -> None:
+    """Coming back to a conversation whose reply is streaming, the page loads its messages and
+    draws the live reply again. When the turn ends while they load, the messages may predate
+    the reply (the server had not stored it yet) and the live reply is gone with its turn: the
+    page must load them again, not show the question unanswered (signing in and sending at once
+    did this under load: the start-up redraw of the new chat raced its first turn)."""
+    provider = HeldProvider(replies=["Done while you were away."])
+    async with running_tally(browser, tmp_path, provider) as tally:
+        page = await tally.open_page()
+        await send(page, "Take your time")
+        await expect(page.get_by_test_id("user-message")).not_to_have_attribute(
+            "data-turn-id", ""
+        )  # the turn started: the question is stored, the reply waits for `answer`
+        await page.get_by_test_id("new-chat").click()
+        await expect(page.get_by_test_id("empty-state")).to_be_visible()
+
+        async def answer_while_loading(route: Route) -> None:
+            """The messages without the reply, handed over once the page's turn has ended."""
+            response = await route.fetch()
+            provider.answer.set()
+            await expect(page.get_by_test_id("stop")).to_be_hidden()  # the turn ended
+            await route.fulfill(response=response)
+
+        await page.route("**/api/chat/sessions/*/messages*", answer_while_loading, times=1)
+        await page.get_by_test_id("session-item").locator(".session-link").click()
+        await wait_for_reply(page)
+        await expect(last_reply(page)).to_contain_text("Done while you were away.")
+        await expect(page.get_by_test_id("user-message")).to_have_count(1)
