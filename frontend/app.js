@@ -5,7 +5,7 @@ import { api, apiKey, onUnauthorized, setApiKey } from "./api.js";
 import { SignIn } from "./auth.js";
 import { DemoBanner } from "./banner.js";
 import { Composer } from "./composer.js";
-import { icon, setText, toast } from "./dom.js";
+import { setText, toast } from "./dom.js";
 import { ContextGauge } from "./gauge.js";
 import { addStrings, applyI18n, language, onLanguageChange, setLanguage } from "./i18n.js";
 import { PAGE_STRINGS } from "./i18n_page.js";
@@ -14,6 +14,7 @@ import { LastTurnActions } from "./last_turn.js";
 import { MemoryPanel } from "./memory.js";
 import { setAssistantName } from "./reply.js";
 import { editInline, SessionList } from "./sessions.js";
+import { startThemeToggle } from "./theme.js";
 import { Thread } from "./thread.js";
 import { Turn } from "./turn.js";
 import { path } from "./url.js";
@@ -21,7 +22,6 @@ import { path } from "./url.js";
 addStrings(PAGE_STRINGS); // before anything is drawn
 
 const $ = (id) => document.getElementById(id);
-const THEME_KEY = "tally.theme";
 
 const state = {
   sessionId: undefined, // undefined: nothing opened yet; null: a new, unsaved chat
@@ -105,22 +105,6 @@ $("rename-button").addEventListener("click", () => {
 });
 
 $("summary-add-button").addEventListener("click", () => thread.editSummary());
-
-function isDark() {
-  const chosen = document.documentElement.dataset.theme;
-  return chosen ? chosen === "dark" : matchMedia("(prefers-color-scheme: dark)").matches;
-}
-
-function showThemeIcon() {
-  $("theme-toggle").replaceChildren(icon(isDark() ? "sun" : "moon"));
-}
-
-$("theme-toggle").addEventListener("click", () => {
-  const next = isDark() ? "light" : "dark";
-  document.documentElement.dataset.theme = next;
-  localStorage.setItem(THEME_KEY, next);
-  showThemeIcon();
-});
 
 $("lang-toggle").addEventListener("click", () => setLanguage(language() === "zh" ? "en" : "zh"));
 onLanguageChange(() => {
@@ -401,10 +385,7 @@ async function boot() {
 }
 
 function start() {
-  const chosenTheme = localStorage.getItem(THEME_KEY);
-  if (chosenTheme) document.documentElement.dataset.theme = chosenTheme;
-  showThemeIcon();
-  matchMedia("(prefers-color-scheme: dark)").addEventListener("change", showThemeIcon);
+  startThemeToggle($("theme-toggle"));
   const linked = new URLSearchParams(location.search).get("session");
   if (linked) history.replaceState(null, "", path`/#/s/${linked}`);
   composer.setPlaceholder("placeholder");
