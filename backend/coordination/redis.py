@@ -161,6 +161,11 @@ class RedisCoordinator:
             self._listener.cancel()
             await asyncio.gather(self._listener, return_exceptions=True)
         await self._redis.aclose()
+        # `limits` (5.x) offers no close: its client is the bridge's `storage`. Left open, its
+        # sockets are closed by the garbage collector, with a ResourceWarning, after the app.
+        limiter_client = getattr(getattr(self._storage, "bridge", None), "storage", None)
+        if limiter_client is not None:
+            await limiter_client.aclose()
 
     async def _listen(self, cancel_here: CancelHere, decide_here: DecideHere) -> None:
         """Cancels sent to this process, and decisions sent to every process, for as long as
