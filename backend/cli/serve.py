@@ -153,7 +153,10 @@ def bind(server: ServerSettings) -> socket.socket:
     """The listening address, taken now (not yet accepting): a clash is found before the
     checks, and the port chosen for `--port 0` is known when it is announced."""
     family = socket.AF_INET6 if ":" in server.host else socket.AF_INET
-    listening = socket.socket(family, socket.SOCK_STREAM)
+    # IPPROTO_TCP named, not left 0: asyncio turns Nagle off (TCP_NODELAY) only on connections
+    # whose socket says TCP, and with Nagle on a response written in two parts waited 40 ms
+    # for the client's delayed ACK (every request of a client that does not send at once).
+    listening = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     try:
         listening.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         listening.bind((server.host, server.port))
