@@ -38,8 +38,7 @@ from backend.api.chat import IdempotencyKey
 from backend.api.deps import ServicesDep
 from backend.api.json_response import json_bytes
 from backend.api.openai_errors import OpenAIErrorRoute, error_type
-from backend.api.revocation import KeyWatchDep, events_until_revoked, result_unless_revoked
-from backend.api.schemas import (
+from backend.api.openai_schemas import (
     AssistantMessageOut,
     ChatCompletion,
     ChatCompletionChoice,
@@ -48,16 +47,14 @@ from backend.api.schemas import (
     ChatCompletionRequest,
     ChatMessageIn,
     CompletionUsage,
-    ContentPartIn,
-    ErrorBody,
-    ImagePartIn,
     ModelCard,
     ModelList,
     OpenAIContentPartIn,
     OpenAIImagePartIn,
     PromptTokensDetails,
-    TextPartIn,
 )
+from backend.api.revocation import KeyWatchDep, events_until_revoked, result_unless_revoked
+from backend.api.schemas import ContentPartIn, ErrorBody, ImagePartIn, TextPartIn
 from backend.api.turn_http import event_stream, failure_response, open_turn, opened_events
 from backend.api.user_input import to_user_input
 from backend.chat.turn_handle import TurnHandle
