@@ -34,7 +34,9 @@ from tests.channels.conftest import (
     serving_robot,
     signed,
 )
+from tests.channels.feishu_fixtures import APP_ID, feishu_settings, serving_feishu, webhook_call
 from tests.fakes.dingtalk_server import FakeDingTalkServer
+from tests.fakes.feishu_server import FakeFeishuServer
 from tests.fakes.telegram_server import FakeTelegramServer
 
 FIGURE: dict[str, dict[str, int]] = {}
@@ -107,6 +109,35 @@ def dingtalk_update(fake: FakeDingTalkServer, text: str, n: int) -> dict[str, An
     return message
 
 
+# ---- Feishu -----------------------------------------------------------------------------------
+
+
+@asynccontextmanager
+async def feishu_bot(
+    fake: FakeFeishuServer, tmp_path: Path, database_url: str
+) -> AsyncIterator[Served]:
+    bot = feishu_settings(fake, mode="webhook")
+    async with serving_feishu(fake, tmp_path, database_url, bot=bot) as served:
+        yield Served(
+            served.app,
+            served.client,
+            replies=lambda: len(fake.sent()),
+            wait_replies=lambda n: served.sent(n),
+        )
+
+
+async def feishu_deliver(served: Served, body: bytes, n: int) -> httpx.Response:
+    # As Feishu posts it: encrypted with the app's key, then signed (a fresh nonce each).
+    encrypted, headers = webhook_call(body)
+    return await served.client.post("/channels/default/fs", content=encrypted, headers=headers)
+
+
+def feishu_update(fake: FakeFeishuServer, text: str, n: int) -> dict[str, Any]:
+    event = fake.message_event(text, app_id=APP_ID, token="feishu-verify-1")
+    event["header"]["event_id"] = f"bad-update-{n}"
+    return event
+
+
 PLATFORMS = {
     "telegram": Platform(
         name="telegram",
@@ -133,6 +164,16 @@ PLATFORMS = {
         integers=(("sessionWebhookExpiredTime",), ("createAt",)),
         ids=(("msgId",), ("conversationId",)),
         text=("text", "content"),
+    ),
+    "feishu": Platform(
+        name="feishu",
+        fake="feishu",
+        serve=feishu_bot,
+        deliver=feishu_deliver,
+        update=feishu_update,
+        integers=(),  # Feishu sends its times as strings
+        ids=(("header", "event_id"), ("event", "message", "message_id")),
+        text=("event", "message", "content"),
     ),
 }
 

@@ -5,6 +5,7 @@ message they answer."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import time
 from pathlib import Path
@@ -162,3 +163,22 @@ async def kept(served: ServedFeishu, event_id: str) -> bool:
             select(channel_updates.c.id).where(channel_updates.c.platform_id == event_id)
         )
         return row.first() is not None
+
+
+async def test_bad_frames_are_refused_and_acknowledged_and_the_next_answered(
+    feishu: FakeFeishuServer, tmp_path: Path, database_url: str
+) -> None:
+    """An unacknowledged frame comes again and again; a refused one is acknowledged."""
+    async with serving_feishu(feishu, tmp_path, database_url) as served:
+        good = served.message("hello")
+        no_id = served.message("x")
+        no_id["header"]["event_id"] = {"an": "object"}
+        bad = [b"{not json", b"[" * 5_000 + b"]" * 5_000, json.dumps(no_id).encode()]
+        frames = [await asyncio.to_thread(feishu.push_raw, APP_ID, body) for body in bad]
+        acks = [await served.acked(frame) for frame in frames]
+        await served.push(good)
+        (reply,) = await served.sent(1)
+        rows = await count_updates(served)
+    assert [a["code"] for a in acks] == [200] * len(bad)
+    assert rows == len(bad) + 1
+    assert reply.text == "Hello from Tally."

@@ -84,12 +84,14 @@ class FeishuChannel(PlatformBot[FeishuSettings, FeishuMessage, str]):
         if self.settings.mode != "webhook":
             return NO_SUCH_BOT
         problem = self._signatures.problem(call)
+        plain = call.body  # named by what it says: each delivery is encrypted afresh
         try:
-            payload = read_body(self._signatures.decrypted(call.body))
+            plain = self._signatures.decrypted(call.body)
+            payload = read_body(plain)
         except RefusedUpdate as exc:
             if problem is not None:
                 return _unauthorized(problem)
-            await self._inbox.refuse(fingerprint(call.body), {}, exc.reason)
+            await self._inbox.refuse(fingerprint(plain), {}, exc.reason)
             return refused(exc.reason)
         challenge = challenge_of(payload)
         if challenge is not None:  # sent unsigned; the token proves it is Feishu's
@@ -103,7 +105,7 @@ class FeishuChannel(PlatformBot[FeishuSettings, FeishuMessage, str]):
         try:
             platform_id = self._read(payload)
         except RefusedUpdate as exc:
-            name = self._platform_id_of(payload) or fingerprint(call.body)
+            name = self._platform_id_of(payload) or fingerprint(plain)
             await self._inbox.refuse(name, payload, exc.reason)
             return refused(exc.reason)
         if not await self._first_delivery(call, platform_id):
