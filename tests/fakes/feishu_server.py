@@ -67,6 +67,7 @@ class Sent:
     content: dict[str, Any]
     text: str  # the words: a post's md/text elements, a card's markdown
     buttons: list[dict[str, Any]] = field(default_factory=list)  # a card's, with their values
+    app_id: str = ""  # whose token it was sent with
 
 
 @dataclass(frozen=True)
@@ -513,7 +514,7 @@ class FakeFeishuServer(FakeServer):
         return {"code": 0, "msg": "ok", "bot": bot}
 
     def _reply(self, request: RecordedRequest, message_id: str) -> object:
-        self._app_of(request)
+        app = self._app_of(request)
         body = _body(request)
         msg_type, raw = str(body.get("msg_type")), body.get("content")
         if msg_type not in ("text", "post", "interactive") or not isinstance(raw, str):
@@ -523,7 +524,7 @@ class FakeFeishuServer(FakeServer):
         content = json.loads(raw)
         text, buttons = _words(msg_type, content)
         with self._changed:
-            self._sent.append(Sent(message_id, msg_type, content, text, buttons))
+            self._sent.append(Sent(message_id, msg_type, content, text, buttons, app.app_id))
             self._changed.notify_all()
         return {"code": 0, "msg": "success", "data": {"message_id": f"om_{secrets.token_hex(8)}"}}
 
