@@ -295,6 +295,18 @@ class FakeFeishuServer(FakeServer):
             lambda: f"{app_id} opened {self._opened.get(app_id, 0)} connections, not {count}",
         )
 
+    def wait_open_links(self, app_id: str, count: int, timeout: float = 60.0) -> None:
+        """Until exactly `count` of the app's connections are open now (0: all closed)."""
+        self._wait(
+            lambda: len(self._links.get(app_id, [])) == count,
+            timeout,
+            lambda: f"{app_id} has {len(self._links.get(app_id, []))} open, not {count}",
+        )
+
+    def opened(self, app_id: str) -> int:
+        with self._mutex:
+            return self._opened.get(app_id, 0)
+
     def wait_for_ack(self, frame_id: str, timeout: float = 60.0) -> dict[str, Any]:
         """The acknowledgement of frame `frame_id`: its payload, and its headers as `_headers`."""
         self._wait(lambda: frame_id in self._acks, timeout, lambda: f"no ack for {frame_id}")
