@@ -98,11 +98,12 @@ class FeishuChannel(PlatformBot[FeishuSettings, FeishuMessage, str]):
             if not self._signatures.token_matches(str(payload.get("token", ""))):
                 return _unauthorized("wrong verification token")
             return WebhookAnswer(200, {"challenge": challenge})
-        if problem is None and not self._signatures.token_matches(header_token(payload)):
-            problem = "wrong verification token"
         if problem is not None:
             return _unauthorized(problem)
         try:
+            if not self._signatures.token_matches(header_token(payload)):
+                # Signed with the Encrypt Key, so Feishu's; but not this app's event.
+                raise RefusedUpdate("the event's verification token is not this app's")
             platform_id = self._read(payload)
         except RefusedUpdate as exc:
             name = self._platform_id_of(payload) or fingerprint(plain)
