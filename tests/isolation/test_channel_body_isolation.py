@@ -17,20 +17,28 @@ from backend.storage.tables import channel_updates
 from tests.channels.conftest import signed
 from tests.conftest import make_settings, serve
 from tests.fakes.dingtalk_server import FakeDingTalkServer
+from tests.fakes.feishu_server import FakeFeishuServer, encrypted_body, signed_headers
 from tests.fakes.telegram_server import FakeTelegramServer
 from tests.isolation.test_channel_isolation import (
     DINGTALK_APPS,
+    FEISHU_APPS,
     SECRETS,
     TENANTS,
     _sessions,
     dingtalk,
     dingtalk_robot,
+    feishu_apps,
+    feishu_bot,
     same_message,
     telegram,
     webhook_bot,
 )
 
-__all__ = ["dingtalk", "telegram"]  # the fixtures, shared with test_channel_isolation.py
+__all__ = [
+    "dingtalk",
+    "feishu_apps",
+    "telegram",
+]  # the fixtures, shared with test_channel_isolation.py
 
 
 async def updates_by_tenant(app: FastAPI) -> dict[str, list[tuple[str, str]]]:
@@ -107,3 +115,38 @@ async def test_bad_bodies_to_one_tenants_bot_are_refused_there_and_nowhere_else(
     assert after_theirs["globex"] == [("tg", "refused")] * 3
     assert after_theirs["acme"] == after_own["acme"]
     assert sessions == [[], []]
+
+
+async def test_bad_feishu_bodies_to_one_tenants_bot_are_refused_there_and_nowhere_else(
+    feishu_apps: FakeFeishuServer, tmp_path: Path, database_url: str
+) -> None:
+    """Encrypted and signed with one tenant's Encrypt Key: refused under that tenant's bot;
+    with the other's at its path: 401, recorded nowhere; the same body to both: two records."""
+    settings = make_settings(
+        database_url,
+        tmp_path,
+        auth={"mode": "keys"},
+        tenants={
+            tenant: {"channels": {"fs": feishu_bot(feishu_apps, tenant, "webhook")}}
+            for tenant in FEISHU_APPS
+        },
+    )
+    app = create_app(settings, provider=ScriptedProvider(replies=["(unscripted)"]))
+    bad = [b"{nope", b"[" * 5_000 + b"]" * 5_000, b'{"schema": "2.0", "header": 7}']
+    key = {tenant: encrypt_key for tenant, (_, _, encrypt_key) in FEISHU_APPS.items()}
+
+    async def post(tenant: str, body: bytes, with_key: str) -> int:
+        encrypted = encrypted_body(body, with_key)
+        headers = signed_headers(encrypted, with_key)
+        answer = await client.post(f"/channels/{tenant}/fs", content=encrypted, headers=headers)
+        return answer.status_code
+
+    async with serve(app) as client:
+        crossed = [await post("acme", body, key["globex"]) for body in bad]
+        after_crossed = await updates_by_tenant(app)
+        own = [await post("acme", body, key["acme"]) for body in bad]
+        theirs = [await post("globex", body, key["globex"]) for body in bad]
+        after = await updates_by_tenant(app)
+    assert crossed == [401] * 3 and after_crossed == {}
+    assert own == theirs == [200] * 3
+    assert after == {tenant: [("fs", "refused")] * 3 for tenant in FEISHU_APPS}
