@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 from backend.channels.feishu.format import MAX_CHARS
-from tests.channels.feishu_fixtures import serving_feishu
+from tests.channels.feishu_fixtures import feishu_settings, serving_feishu
+from tests.conftest import fill
 from tests.fakes.feishu_server import INVALID_TOKEN, RATE_LIMITED, FakeFeishuServer
 
 
@@ -62,3 +63,42 @@ async def test_a_long_reply_arrives_in_ordered_chunks_within_the_limit(
     assert {c.reply_to for c in chunks} == {event["event"]["message"]["message_id"]}
     assert " ".join(c.text for c in chunks).split() == reply.split()
     assert stored[-1] == ("assistant", reply)
+
+
+async def test_an_event_that_cannot_be_kept_is_answered_500_and_its_redelivery_once(
+    small_disk: Path, tmp_path: Path, feishu: FakeFeishuServer
+) -> None:
+    database_url = f"sqlite+aiosqlite:///{small_disk / 'tally.db'}"
+    async with serving_feishu(feishu, tmp_path, database_url) as served:
+        event = served.message("kept at last")
+        event["padding"] = "x" * 90_000  # more than SQLite may still find in its pages
+        filler = fill(small_disk)
+        refused = await served.acked(await served.push(event))
+        filler.unlink()
+        again = await served.acked(await served.push(event))  # Feishu delivers it again
+        (reply,) = await served.sent(1)
+        stored = await served.stored()
+    assert refused["code"] == 500 and again["code"] == 200
+    assert reply.text == "Hello from Tally."
+    assert stored == [("user", "kept at last"), ("assistant", "Hello from Tally.")]
+
+
+async def test_a_webhook_event_that_cannot_be_kept_is_503_and_its_retry_answered_once(
+    small_disk: Path, tmp_path: Path, feishu: FakeFeishuServer
+) -> None:
+    database_url = f"sqlite+aiosqlite:///{small_disk / 'tally.db'}"
+    bot = feishu_settings(feishu, mode="webhook")
+    async with serving_feishu(feishu, tmp_path, database_url, bot=bot) as served:
+        event = served.message("kept at last")
+        event["padding"] = "x" * 90_000
+        filler = fill(small_disk)
+        refused = await served.post(event)
+        filler.unlink()
+        retried = await served.post(event)  # Feishu's retry, signed afresh
+        await served.sent(1)
+        await served.settle()
+        stored = await served.stored()
+    assert refused.status_code == 503
+    assert retried.status_code == 200
+    assert stored == [("user", "kept at last"), ("assistant", "Hello from Tally.")]
+    assert len(feishu.sent()) == 1

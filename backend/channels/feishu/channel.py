@@ -109,11 +109,13 @@ class FeishuChannel(PlatformBot[FeishuSettings, FeishuMessage, str]):
             name = self._platform_id_of(payload) or fingerprint(plain)
             await self._inbox.refuse(name, payload, exc.reason)
             return refused(exc.reason)
-        if not await self._first_delivery(call, platform_id):
-            return _unauthorized("this request was delivered before")
         if _not_theirs(payload):
             return WebhookAnswer(200, dict(NOT_YOURS))
+        # Kept first: a request whose keeping failed (503) may come again as it was. A replay
+        # is the same body, so the same event: keeping it again changes nothing.
         await self._inbox.keep(platform_id, payload)
+        if not await self._first_delivery(call, platform_id):
+            return _unauthorized("this request was delivered before")
         return WebhookAnswer(200, dict(self.WEBHOOK_RECEIVED))
 
     async def _first_delivery(self, call: WebhookCall, platform_id: str) -> bool:

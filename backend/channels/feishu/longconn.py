@@ -150,7 +150,11 @@ class LongConnection:
         """The handler, on the SDK's loop: the event kept on the app's loop, then returned
         from (the SDK acknowledges it); raising, it is answered 500 and comes again."""
         future: Future[Any] = asyncio.run_coroutine_threadsafe(self._receive(body), app_loop)
-        return future.result(KEEP_TIMEOUT_S)
+        try:
+            return future.result(KEEP_TIMEOUT_S)
+        except Exception as exc:  # not kept (a full disk, a database away): said in the status
+            app_loop.call_soon_threadsafe(self._on_error, "receive", exc)
+            raise
 
 
 class _Events(EventDispatcherHandler):  # type: ignore[misc]  # every event to us, unparsed
