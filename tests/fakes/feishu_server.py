@@ -20,6 +20,7 @@ server runs its own loop in a thread, and the blocking helpers are for `asyncio.
 from __future__ import annotations
 
 import asyncio
+import atexit
 import base64
 import hashlib
 import itertools
@@ -35,6 +36,7 @@ from http import HTTPStatus
 from typing import Any, Self
 from urllib.parse import parse_qs, urlsplit
 
+import lark_oapi.ws.client as sdk_ws
 from cryptography.hazmat.primitives import padding
 from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
 from lark_oapi.ws.pb.pbbp2_pb2 import Frame
@@ -43,6 +45,12 @@ from websockets.exceptions import ConnectionClosed
 from websockets.http11 import Request, Response
 
 from . import FakeServer, RecordedRequest, Reply
+
+# lark-oapi made an event loop at import (its ws client's); closed at exit unless in use.
+_import_loop = sdk_ws.loop
+atexit.register(
+    lambda: _import_loop.is_running() or _import_loop.is_closed() or _import_loop.close()
+)
 
 MAX_CONTENT_BYTES = 30 * 1024  # Feishu refuses a post or card over 30 KB
 INVALID_TOKEN = 99991663

@@ -14,6 +14,7 @@ event to be kept on the app's loop.
 from __future__ import annotations
 
 import asyncio
+import atexit
 import contextlib
 import logging
 import threading
@@ -43,7 +44,15 @@ _loop: asyncio.AbstractEventLoop | None = None
 _loop_lock = threading.Lock()
 # The loop the SDK made at import: still some thread's current loop, perhaps, so it is kept
 # (dropped, it would be collected unclosed) rather than closed under whoever holds it.
-_replaced: list[asyncio.AbstractEventLoop] = []
+_replaced: list[asyncio.AbstractEventLoop] = [sdk_client.loop]
+
+
+@atexit.register
+def _close_replaced() -> None:
+    """At exit, the SDK's own loop closed if nothing ran on it (else it warns, unclosed)."""
+    for loop in _replaced:
+        if not loop.is_running() and not loop.is_closed():
+            loop.close()
 
 
 def sdk_loop() -> asyncio.AbstractEventLoop:
@@ -53,7 +62,8 @@ def sdk_loop() -> asyncio.AbstractEventLoop:
         if _loop is None:
             loop = asyncio.new_event_loop()
             loop.set_exception_handler(_quiet)
-            _replaced.append(sdk_client.loop)
+            if sdk_client.loop not in _replaced:
+                _replaced.append(sdk_client.loop)
             sdk_client.loop = loop  # the module-global loop its clients schedule their tasks on
             threading.Thread(target=loop.run_forever, name="feishu-ws", daemon=True).start()
             _loop = loop
