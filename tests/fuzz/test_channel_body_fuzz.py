@@ -22,8 +22,17 @@ from hypothesis import strategies as st
 from backend.app import create_app
 from backend.providers.scripted import ScriptedProvider
 from tests.channels.conftest import ROBOT, SECRET, bot_settings, robot_settings, signed
+from tests.channels.feishu_fixtures import APP_ID as FEISHU_APP
+from tests.channels.feishu_fixtures import APP_SECRET as FEISHU_SECRET
+from tests.channels.feishu_fixtures import (
+    ENCRYPT_KEY,
+    VERIFICATION_TOKEN,
+    feishu_settings,
+    webhook_call,
+)
 from tests.conftest import make_settings
 from tests.fakes.dingtalk_server import FakeDingTalkServer
+from tests.fakes.feishu_server import FakeFeishuServer
 from tests.fakes.telegram_server import FakeTelegramServer
 from tests.fuzz.test_schema_fuzz import served_in_thread
 from tests.waiting import until_blocking
@@ -100,9 +109,14 @@ class Platform:
     headers: Callable[[int], dict[str, str]]
     update: Callable[[int], dict[str, Any]]
     replies: Callable[[], int]
+    # A platform whose proof covers the body (Feishu encrypts and signs it): the body as sent.
+    wrap: Callable[[bytes, int], tuple[bytes, dict[str, str]]] | None = None
+
+    def request(self, body: bytes, n: int) -> tuple[bytes, dict[str, str]]:
+        return self.wrap(body, n) if self.wrap is not None else (body, self.headers(n))
 
 
-@pytest.fixture(params=["telegram", "dingtalk"])
+@pytest.fixture(params=["telegram", "dingtalk", "feishu"])
 def platform(
     request: pytest.FixtureRequest, sqlite_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> Iterator[tuple[Platform, Any]]:
@@ -123,6 +137,26 @@ def platform(
                     lambda: len(telegram.sent(42, "sendMessage")),
                 ),
                 {"tg": bot},
+            )
+        return
+    if request.param == "feishu":
+        monkeypatch.setenv("FS_APP_SECRET", FEISHU_SECRET)
+        monkeypatch.setenv("FS_ENCRYPT_KEY", ENCRYPT_KEY)
+        monkeypatch.setenv("FS_VERIFY", VERIFICATION_TOKEN)
+        with FakeFeishuServer() as feishu:
+            feishu.add_app(FEISHU_APP, FEISHU_SECRET)
+            yield (
+                Platform(
+                    "feishu",
+                    "/channels/default/fs",
+                    lambda n: {},
+                    lambda n: feishu.message_event(
+                        "hello", app_id=FEISHU_APP, token=VERIFICATION_TOKEN
+                    ),
+                    lambda: len(feishu.sent()),
+                    wrap=lambda body, n: webhook_call(body),
+                ),
+                {"fs": feishu_settings(feishu, mode="webhook")},
             )
         return
     with FakeDingTalkServer() as dingtalk:
@@ -158,8 +192,9 @@ def test_no_body_past_a_valid_proof_is_answered_with_an_error(
         @hypothesis.given(bodies(entry.update(0)))
         def probe(body: bytes) -> None:
             n = next(counter)
+            content, headers = entry.request(body, n)
             response = portal.call(
-                lambda: client.post(entry.path, content=body, headers=entry.headers(n))
+                lambda: client.post(entry.path, content=content, headers=headers)
             )
             answered.append(response.status_code)
             assert response.status_code == 200, (body[:300], response.text[:300])
@@ -167,7 +202,8 @@ def test_no_body_past_a_valid_proof_is_answered_with_an_error(
         probe()
         before = entry.replies()
         good = json.dumps(entry.update(999_999)).encode()
-        last = portal.call(lambda: client.post(entry.path, content=good, headers=entry.headers(0)))
+        content, headers = entry.request(good, 0)
+        last = portal.call(lambda: client.post(entry.path, content=content, headers=headers))
         still_answers = until_blocking(
             lambda: entry.replies() > before, f"the {entry.name} bot answering a good update"
         )
