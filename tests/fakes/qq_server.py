@@ -21,6 +21,7 @@ every token so far refused (401), `drop_connections` cuts the websocket without 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
 import json
 import secrets
@@ -105,7 +106,7 @@ class FakeQQServer(FakeServer):
         self._seqs: dict[str, set[int]] = {}  # msg id -> msg_seq used
         self._sent: list[Sent] = []
         self._calls: dict[str, int] = {}
-        self._failures: list[tuple[str, HttpError]] = []
+        self._failures: list[tuple[str, HttpError, bool]] = []
         self._sessions: dict[str, _Session] = {}  # session id -> session
         self._opened: dict[str, int] = {}  # app id -> connections ever identified/resumed
         self.frames: list[dict[str, Any]] = []  # every frame the bot sent on the websocket
@@ -141,10 +142,11 @@ class FakeQQServer(FakeServer):
         with self._mutex:
             self._tokens.clear()
 
-    def fail_next(self, route: str, error: HttpError) -> None:
-        """The next call of `route` ("token", "send", "me", "gateway") answers `error`."""
+    def fail_next(self, route: str, error: HttpError, *, after_keeping: bool = False) -> None:
+        """The next call of `route` ("token", "send", "me", "gateway") answers `error`; with
+        `after_keeping`, a send is recorded first (QQ failed after it took the message)."""
         with self._mutex:
-            self._failures.append((route, error))
+            self._failures.append((route, error, after_keeping))
 
     def calls(self, route: str) -> int:
         with self._mutex:
@@ -318,6 +320,9 @@ class FakeQQServer(FakeServer):
             if failure is not None:
                 self._failures.remove(failure)
         if failure is not None:
+            if failure[2]:
+                with contextlib.suppress(Refused):
+                    self._answer(name, target, request)
             await self.play(failure[1], request, reply)
             return
         try:

@@ -12,16 +12,20 @@ that it refuses the send, which is noted as the update's failure.
 from __future__ import annotations
 
 import contextlib
+import logging
 import secrets
 from collections.abc import Sequence
 from contextlib import AbstractAsyncContextManager
 
 from backend.channels.commands import CommandReply
 from backend.channels.qq.format import qq_chunks
-from backend.channels.qq.openapi import QQApi
+from backend.channels.qq.openapi import QQApi, QQError
 from backend.storage.channel_updates import ChannelUpdateRepository
 
+log = logging.getLogger(__name__)
+
 TEXT, MARKDOWN = 0, 2  # msg_type
+DEDUPLICATED = 40054005  # QQ: "消息被去重" (this msg_id and msg_seq were sent already)
 MAX_SEQ = 100  # far beyond what QQ accepts for one message
 
 
@@ -81,7 +85,14 @@ class QQReplies:
         else:
             body |= {"msg_type": TEXT, "content": chunk}
         body["msg_seq"] = await self._sequence.next(self._msg_id)
-        await self._api.send(group=self._group, openid=self._openid, body=body)
+        try:
+            await self._api.send(group=self._group, openid=self._openid, body=body)
+        except QQError as exc:
+            # A retry of a send QQ had taken before it failed (a 5xx, a timeout): QQ refuses
+            # the same msg_id and msg_seq again, which says the message arrived.
+            if exc.code != DEDUPLICATED:
+                raise
+            log.info("qq: msg_seq %s of %s was delivered already", body["msg_seq"], self._msg_id)
 
     def working(self) -> AbstractAsyncContextManager[None]:
         return contextlib.nullcontext()
