@@ -12,7 +12,7 @@ import secrets
 from typing import Any
 
 from backend.channels.backoff import Sleep
-from backend.channels.base import NO_SUCH_BOT, WebhookAnswer, WebhookCall, error_body
+from backend.channels.base import NO_SUCH_BOT, WebhookAnswer, WebhookCall, error_body, refused
 from backend.channels.bot import Envelope, PlatformBot
 from backend.channels.commands import ChatRef, Request
 from backend.channels.platform_body import RefusedUpdate, read_body
@@ -76,8 +76,8 @@ class QQChannel(PlatformBot[QQBotSettings, QQMessage, str]):
             payload = {}
         if payload.get("op") == VALIDATION:
             answer = self._signatures.validation(payload.get("d"))
-            if answer is None:
-                return WebhookAnswer(400, error_body("bad_request", "not a fresh validation"))
+            if answer is None:  # said like any refused body: 200, and why (nothing kept)
+                return refused("not a fresh, well-formed callback validation")
             return WebhookAnswer(200, answer)
         return await super().handle_webhook(call)
 
