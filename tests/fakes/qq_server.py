@@ -72,6 +72,7 @@ class Sent:
 
     group: bool
     target: str  # the group's openid, or the person's
+    app_id: str  # whose token sent it
     msg_id: str
     msg_seq: int
     msg_type: int
@@ -103,7 +104,7 @@ class FakeQQServer(FakeServer):
         self.apps: dict[str, str] = {}  # app id -> secret
         self._tokens: dict[str, str] = {}  # token -> app id
         self._messages: dict[str, str] = {}  # msg id delivered -> its chat
-        self._seqs: dict[str, set[int]] = {}  # msg id -> msg_seq used
+        self._seqs: dict[tuple[str, str], set[int]] = {}  # (app, msg id) -> msg_seq used
         self._sent: list[Sent] = []
         self._calls: dict[str, int] = {}
         self._failures: list[tuple[str, HttpError, bool]] = []
@@ -342,15 +343,16 @@ class FakeQQServer(FakeServer):
                 self._tokens[token] = str(body["appId"])
             return {"access_token": token, "expires_in": str(self.token_expires_in)}
         auth = request.headers.get("authorization", "")
-        if not auth.startswith("QQBot ") or self._app_of(auth.removeprefix("QQBot ")) is None:
+        app_id = self._app_of(auth.removeprefix("QQBot ")) if auth.startswith("QQBot ") else None
+        if app_id is None:
             raise Refused(401, INVALID_TOKEN, "token not exist or expire")
         if name == "me":
             return {"id": "bot-1", "username": "Tally QQ", "avatar": "", "union_openid": "u1"}
         if name == "gateway":
             return {"url": f"ws://{self.host}:{self.ws_port}/websocket"}
-        return self._send_message(target, body)
+        return self._send_message(app_id, target, body)
 
-    def _send_message(self, target: tuple[bool, str], body: dict[str, Any]) -> object:
+    def _send_message(self, app_id: str, target: tuple[bool, str], body: dict[str, Any]) -> object:
         group, openid = target
         msg_id, seq, msg_type = body.get("msg_id"), body.get("msg_seq", 1), body.get("msg_type")
         if msg_type == 2:
@@ -364,13 +366,14 @@ class FakeQQServer(FakeServer):
         with self._changed:
             if self._messages.get(str(msg_id)) != openid:
                 raise Refused(400, 40034024, "msg_id invalid for this chat")
-            used = self._seqs.setdefault(str(msg_id), set())
+            used = self._seqs.setdefault((app_id, str(msg_id)), set())
             if seq in used:
                 raise Refused(400, DEDUPLICATED, "消息被去重，请检查请求msgseq")
             if len(used) >= MAX_REPLIES:
                 raise Refused(400, 40034025, "passive reply limit reached")
             used.add(int(seq))
-            self._sent.append(Sent(group, openid, str(msg_id), int(seq), int(msg_type), text))
+            sent = Sent(group, openid, app_id, str(msg_id), int(seq), int(msg_type), text)
+            self._sent.append(sent)
             self._changed.notify_all()
         return {"id": secrets.token_hex(8), "timestamp": int(time.time())}
 
