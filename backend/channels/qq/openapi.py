@@ -93,13 +93,14 @@ class QQApi:
         """An API call with the bot's access token (`Authorization: QQBot <token>`)."""
 
         async def once() -> Any:
+            token = await self.access_token()  # a refused app secret is said as it is
             try:
-                return await self._authorized(method, path, body)
+                return await self._authorized(token, method, path, body)
             except QQError as exc:
                 if exc.status != 401:
                     raise
                 self._token = None  # revoked or expired early: a fresh one, once
-                return await self._authorized(method, path, body)
+                return await self._authorized(await self.access_token(), method, path, body)
 
         return await self._retried(once)
 
@@ -119,8 +120,10 @@ class QQApi:
             raise QQError(f"QQ answered no gateway URL: {answer}")
         return url
 
-    async def _authorized(self, method: str, path: str, body: dict[str, Any] | None) -> Any:
-        headers = {"Authorization": f"QQBot {await self.access_token()}"}
+    async def _authorized(
+        self, token: str, method: str, path: str, body: dict[str, Any] | None
+    ) -> Any:
+        headers = {"Authorization": f"QQBot {token}"}
         return await self._request(method, self._base + path, body, headers)
 
     async def _retried(self, call: Callable[[], Awaitable[T]]) -> T:
