@@ -4,12 +4,14 @@ order within QQ's limits, and each passive reply's msg_seq claimed once, across 
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 from backend.channels.qq.format import MAX_CHARS, MAX_REPLIES
 from backend.channels.qq.outbound import ReplySequence
 from backend.storage.channel_updates import ChannelUpdateRepository
 from tests.channels.qq_fixtures import serving_qq
+from tests.conftest import fill
 from tests.fakes import HttpError
 from tests.fakes.qq_server import FakeQQServer
 
@@ -93,3 +95,26 @@ async def test_msg_seq_continues_across_processes_and_restarts(
         other_bot = ReplySequence(updates, tenant_id="default", bot="other")
         taken.append(await other_bot.next("msg-1"))
     assert taken == [1, 2, 3, 1, 1]
+
+
+async def test_a_webhook_call_that_cannot_be_kept_is_503_and_its_retry_answered_once(
+    small_disk: Path, tmp_path: Path, qq: FakeQQServer
+) -> None:
+    """Not told "received" ({"op":12}): QQ delivers it again (signed anew), and it is kept then.
+    The signature of the refused call may be claimed already: an identical resend is a replay."""
+    database_url = f"sqlite+aiosqlite:///{small_disk / 'tally.db'}"
+    async with serving_qq(qq, tmp_path, database_url) as served:
+        event = qq.private_message("kept at last")
+        event["padding"] = "x" * 90_000
+        filler = fill(small_disk)
+        refused = await served.deliver(event)
+        filler.unlink()
+        retried = await served.deliver(event, timestamp=int(time.time()) + 1)
+        again = await served.deliver(event, timestamp=int(time.time()) + 2)
+        await served.sent(1)
+        await served.settle()
+        stored = await served.stored()
+    assert refused.status_code == 503 and "Retry-After" in refused.headers
+    assert retried.json() == again.json() == {"op": 12, "d": 0}
+    assert stored == [("user", "kept at last"), ("assistant", "Hello from Tally.")]
+    assert len(qq.sent()) == 1
