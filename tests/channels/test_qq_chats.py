@@ -112,3 +112,20 @@ async def test_a_line_to_remember_is_asked_with_commands_and_answered_by_its_per
     assert "not waiting for your answer" in by_bob
     assert kept == "Remembered." and "answered already" in twice
     assert "Ada works nights" in after
+
+
+async def test_a_fact_the_model_remembers_is_marked_with_its_chat(
+    qq: FakeQQServer, tmp_path: Path, database_url: str
+) -> None:
+    remember = ToolCall(id="w", name="memory_write", arguments={"fact": "the group ships Friday"})
+    provider = ScriptedProvider(replies=[])
+    provider.push(ScriptedToolCalls([remember]), "Noted.")
+    async with serving_qq(qq, tmp_path, database_url, provider=provider) as served:
+        said = await ask(served, "remember: we ship Friday", 1, group="group-3")
+        memory = await served.client.get("/api/memory")
+        health = (await served.client.get("/api/health")).json()
+    (entry,) = memory.json()["entries"]
+    assert said == "Noted."
+    assert (entry["source"], entry["content"]) == ("qq:qb:group-3", "the group ships Friday")
+    (bot,) = [c for c in health["channels"] if c["bot"] == "qb"]
+    assert (bot["kind"], bot["mode"], bot["connected"]) == ("qq", "webhook", True)
