@@ -218,3 +218,6 @@ async def serving_robot(
         if connected and (bot or {}).get("mode", "stream") == "stream":
             await asyncio.to_thread(dingtalk.wait_connected, CLIENT_ID)
         yield served
+
+
+from tests.channels.qq_fixtures import qq  # noqa: E402, F401  # the fake QQ, for every test here
