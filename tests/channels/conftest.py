@@ -218,3 +218,8 @@ async def serving_robot(
         if connected and (bot or {}).get("mode", "stream") == "stream":
             await asyncio.to_thread(dingtalk.wait_connected, CLIENT_ID)
         yield served
+
+
+# ---- Discord (tests/channels/discord_fixtures.py) ----------------------------------------------
+
+from tests.channels.discord_fixtures import discord_fake  # noqa: E402, F401
