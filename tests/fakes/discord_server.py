@@ -296,6 +296,18 @@ class FakeDiscordServer:
 
         self.wait_until(connected, what=f"{token} connected {count} times")
 
+    def open_sockets(self, token: str) -> int:
+        with self._mutex:
+            return sum(
+                1 for s in self._sessions.values() if s.token == token and s.socket is not None
+            )
+
+    def wait_open(self, token: str, count: int) -> None:
+        """Until `token` has exactly `count` live gateway connections."""
+        self.wait_until(
+            lambda: self.open_sockets(token) == count, what=f"{count} connections of {token}"
+        )
+
     def wait_until(self, condition: Callable[[], bool], *, what: str, timeout: float = 30) -> None:
         deadline = time.monotonic() + timeout
         with self._changed:
