@@ -260,6 +260,13 @@ class FakeDiscordServer:
         assert socket is not None
         self._call(socket.send_str(json.dumps({"op": op, "d": d})))
 
+    def send_raw(self, token: str, text: str) -> None:
+        """A text frame as is (a dispatch that does not read, or no JSON at all)."""
+        with self._mutex:
+            socket = self._sessions[self._current[token]].socket
+        assert socket is not None
+        self._call(socket.send_str(text))
+
     def rate_limit_next(self, retry_after: float, *, is_global: bool = False) -> None:
         with self._mutex:
             self._rate_limits.append((retry_after, is_global))

@@ -113,7 +113,7 @@ class GatewayConnection:
                 try:
                     await self._connected()
                     backoff.reset()
-                except ERRORS as exc:
+                except Exception as exc:  # also a frame discord.py could not read: reconnect
                     self._on_error("gateway", exc)
                 finally:
                     self._status.is_connected = False
