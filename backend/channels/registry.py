@@ -19,6 +19,7 @@ from pydantic import BaseModel
 from backend.channels.base import Channel
 from backend.channels.context import ChannelServices
 from backend.settings.channels import ChannelSettings, DingTalkRobotSettings, TelegramBotSettings
+from backend.settings.channels_discord import DiscordSettings
 from backend.settings.channels_qq import QQBotSettings
 
 
@@ -33,6 +34,7 @@ PLATFORMS: dict[str, Platform] = {
     "telegram": Platform("backend.channels.telegram", "TelegramChannel", TelegramBotSettings),
     "dingtalk": Platform("backend.channels.dingtalk", "DingTalkChannel", DingTalkRobotSettings),
     "qq": Platform("backend.channels.qq", "QQChannel", QQBotSettings),
+    "discord": Platform("backend.channels.discord", "DiscordChannel", DiscordSettings),
 }
 
 

@@ -14,6 +14,7 @@ from pydantic import Field, model_validator
 
 from backend.domain.tenants import DEFAULT_TENANT, TENANT_ID
 from backend.settings.base import EnvName, Strict
+from backend.settings.channels_discord import DiscordSettings
 from backend.settings.channels_qq import QQBotSettings
 
 BOT_NAME = TENANT_ID  # a slug too: it names a key path (`channels.<name>`) and a webhook URL
@@ -133,7 +134,8 @@ class DingTalkRobotSettings(Strict):
 
 
 ChannelSettings = Annotated[
-    TelegramBotSettings | DingTalkRobotSettings | QQBotSettings, Field(discriminator="kind")
+    TelegramBotSettings | DingTalkRobotSettings | QQBotSettings | DiscordSettings,
+    Field(discriminator="kind"),
 ]
 
 

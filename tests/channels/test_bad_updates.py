@@ -34,9 +34,11 @@ from tests.channels.conftest import (
     serving_robot,
     signed,
 )
+from tests.channels.discord_fixtures import DISCORD_TOKEN, serving_discord
 from tests.channels.qq_fixtures import APP_SECRET as QQ_APP_SECRET
 from tests.channels.qq_fixtures import serving_qq
 from tests.fakes.dingtalk_server import FakeDingTalkServer
+from tests.fakes.discord_server import FakeDiscordServer
 from tests.fakes.qq_server import FakeQQServer, webhook_headers
 from tests.fakes.telegram_server import FakeTelegramServer
 
@@ -290,3 +292,41 @@ def count(name: str, tried: int, refused: int) -> None:
     counts = FIGURE.setdefault(name, {"tried": 0, "survived": 0, "lost": 0})
     counts["tried"] += tried
     counts["survived"] += min(tried, refused)
+
+
+async def test_bad_discord_dispatches_are_refused_and_the_gateway_goes_on(
+    discord_fake: FakeDiscordServer, tmp_path: Path, database_url: str
+) -> None:
+    """Discord has no webhook (its route answers 404 as for no bot: test_discord.py); its
+    dispatches come over the gateway, read by discord.py as JSON. What reads as JSON but not as
+    a message is refused and recorded; a frame that is no JSON at all costs the connection, and
+    the bot connects again and answers the next message."""
+    good = discord_fake.message("hello")
+    bad = [
+        {**discord_fake.message("x"), "id": 12},  # an id that is no string
+        {**discord_fake.message("x"), "id": "9" * 30},  # no snowflake
+        {**discord_fake.message("x"), "content": {"an": "object"}},
+        {**discord_fake.message("x"), "author": None},
+        {**discord_fake.message("x"), "type": 10**30},  # beyond ±2**63
+        {**discord_fake.message("x"), "nonce": float("nan")},  # Python's json reads NaN
+        {**discord_fake.message("x"), "embeds": [[[[[]]]]] * 3, "deep": _nested(40)},
+    ]
+    async with serving_discord(discord_fake, tmp_path, database_url) as served:
+        for data in bad:
+            await served.deliver(data)
+        discord_fake.send_raw(DISCORD_TOKEN, "{not json")
+        await asyncio.to_thread(discord_fake.wait_connected, DISCORD_TOKEN, 2)
+        await served.deliver(good)
+        (reply,) = await served.sent(1)
+        updates = await stored_updates(served)  # type: ignore[arg-type]
+    refused = [u for u in updates if u[1] == "refused"]
+    count("discord gateway", len(bad), len(refused))
+    assert len(refused) == len(bad) and all(error for _, _, error in refused)
+    assert reply.content == "Hello from Tally."
+
+
+def _nested(depth: int) -> object:
+    value: object = []
+    for _ in range(depth):
+        value = [value]
+    return value

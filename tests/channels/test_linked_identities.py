@@ -24,9 +24,15 @@ from tests.channels.conftest import (
     bot_settings,
     robot_settings,
 )
+from tests.channels.discord_fixtures import (
+    DISCORD_TOKEN,
+    ServedDiscord,
+    discord_settings,
+)
 from tests.channels.qq_fixtures import ServedQQ, qq_settings
 from tests.conftest import make_settings, serve
 from tests.fakes.dingtalk_server import FakeDingTalkServer
+from tests.fakes.discord_server import FakeDiscordServer
 from tests.fakes.qq_server import FakeQQServer
 from tests.fakes.telegram_server import FakeTelegramServer
 from tests.prompt_text import prompt_text
@@ -229,3 +235,42 @@ async def test_ada_links_her_qq_account_and_a_fact_told_on_telegram_reaches_it(
     assert "share one memory" in linked
     assert "Ada is allergic to kiwi" in on_qq_prompt
     assert sorted(person.json()["identities"]) == sorted(["qq:user-1", f"telegram:{ADA_TELEGRAM}"])
+
+
+# ---- Discord ----------------------------------------------------------------------------------
+
+
+async def test_a_fact_told_on_telegram_reaches_the_linked_person_on_discord(
+    telegram: FakeTelegramServer, discord_fake: FakeDiscordServer, tmp_path: Path, database_url: str
+) -> None:
+    remember = ToolCall(id="w", name="memory_write", arguments={"fact": "Ada is allergic to kiwi"})
+    provider = ScriptedProvider(replies=["ok"])
+    settings = make_settings(
+        database_url,
+        tmp_path,
+        channels={"tg": bot_settings(telegram), "dc": discord_settings(discord_fake)},
+        memory={"path": str(tmp_path / "MEMORY.md"), "scope": "user"},
+    )
+    app = create_app(settings, provider=provider)
+    async with serve(app) as client:
+        await asyncio.to_thread(discord_fake.wait_connected, DISCORD_TOKEN)
+        tg = Served(app, client, telegram, provider)
+        dc = ServedDiscord(app, client, discord_fake, provider)
+
+        async def on_discord(text: str, user: str) -> str:
+            before = len(discord_fake.sent(channel_id=f"3{user}"))
+            await dc.deliver(dc.message(text, author_id=user, channel_id=f"3{user}"))
+            return (await dc.sent(before + 1, channel_id=f"3{user}"))[-1].content
+
+        asked = await on_telegram(tg, "/link")
+        linked = await on_discord(f"/link {code_in(asked)}", "501")
+        provider.push(ScriptedToolCalls([remember]), "Noted.")
+        await on_telegram(tg, "remember: I am allergic to kiwi")
+        await on_discord("what fruit should I avoid?", "501")
+        adas = prompt_text(provider.requests[-1])
+        await on_discord("and me?", "502")
+        bobs = prompt_text(provider.requests[-1])
+        person = await client.get("/api/people/links", params={"user": "discord:501"})
+    assert "share one memory" in linked
+    assert sorted(person.json()["identities"]) == ["discord:501", f"telegram:{ADA_TELEGRAM}"]
+    assert "Ada is allergic to kiwi" in adas and "kiwi" not in bobs

@@ -11,6 +11,7 @@ import pytest
 from tests.cli.runner import config, tally
 from tests.conftest import ROOT
 from tests.fakes.dingtalk_server import FakeDingTalkServer
+from tests.fakes.discord_server import FakeDiscordServer
 from tests.fakes.qq_server import FakeQQServer
 from tests.fakes.telegram_server import FakeTelegramServer
 
@@ -230,3 +231,36 @@ def test_each_qq_bot_gets_a_token_and_names_itself_and_refused_or_unreachable_on
     assert sorted(asked) == sorted(
         [("POST", "/app/getAppAccessToken")] * 2 + [("GET", "/users/@me")]
     )  # no retries: doctor reports
+
+
+def test_each_discord_bot_is_asked_who_it_is_and_refused_or_unreachable_ones_fail(
+    tmp_path: Path, refused_port: int
+) -> None:
+    down_url = f"http://127.0.0.1:{refused_port}/api/v10"
+    with FakeDiscordServer() as discord_fake:
+        discord_fake.add_bot("good-token", user_id="800000000000000001", username="tally")
+
+        def bot(name: str, url: str) -> str:
+            return f"{{kind: discord, token_env: {name.upper()}_DC_TOKEN, api_base_url: '{url}'}}"
+
+        path = config(
+            tmp_path,
+            f"channels:\n  good: {bot('good', discord_fake.api_base_url)}\n"
+            "tenants:\n  acme:\n    channels:\n"
+            f"      wrong: {bot('wrong', discord_fake.api_base_url)}\n"
+            f"      down: {bot('down', down_url)}\n",
+        )
+        env = {
+            "GOOD_DC_TOKEN": "good-token",
+            "WRONG_DC_TOKEN": "reset-in-the-portal",
+            "DOWN_DC_TOKEN": "down-token",
+        }
+        result = tally("--config", str(path), "doctor", env=env)
+    assert result.returncode == 1, result.stdout
+    out = result.stdout
+    assert "ok    bot channels.good: @tally (id 800000000000000001), token accepted" in out
+    assert "FAIL  bot tenants.acme.channels.wrong:" in out
+    assert f"{discord_fake.api_base_url} refused the token" in out
+    assert f"fix: check WRONG_DC_TOKEN and api_base_url ({discord_fake.api_base_url})" in out
+    assert "FAIL  bot tenants.acme.channels.down: cannot reach" in out
+    assert out.count("token accepted") == 1

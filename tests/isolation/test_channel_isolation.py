@@ -34,6 +34,7 @@ from backend.storage.tables import channel_updates
 from tests.channels.conftest import signed
 from tests.conftest import make_settings, serve
 from tests.fakes.dingtalk_server import FakeDingTalkServer
+from tests.fakes.discord_server import FakeDiscordServer
 from tests.fakes.qq_server import FakeQQServer
 from tests.fakes.qq_server import webhook_headers as qq_webhook_headers
 from tests.fakes.telegram_server import FakeTelegramServer
@@ -456,3 +457,64 @@ async def qq_sessions(app: FastAPI, tenant_id: str) -> list[str]:
         tenant_id=tenant_id, channel="qq", external_key="qb:user-42"
     )
     return [] if found is None else [found.id]
+
+
+# ---- Discord ----------------------------------------------------------------------------------
+
+DISCORD_TOKENS = {"acme": "acme-discord-token", "globex": "globex-discord-token"}
+
+
+@pytest.mark.parametrize("scope", ["tenant", "user"])
+async def test_two_tenants_discord_bots_never_share_a_channel_a_memory_or_a_token(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, database_url: str, scope: str
+) -> None:
+    """The very same message (message, channel and author ids) dispatched to each tenant's bot:
+    each answers with its own token, from its own session and memory."""
+    with FakeDiscordServer() as fake:
+        bots = {}
+        for n, (tenant, token) in enumerate(DISCORD_TOKENS.items(), start=1):
+            monkeypatch.setenv(f"{tenant.upper()}_DISCORD_TOKEN", token)
+            fake.add_bot(token, user_id=f"80000000000000000{n}", username=f"{tenant}-bot")
+            bots[tenant] = {
+                "dc": {
+                    "kind": "discord",
+                    "token_env": f"{tenant.upper()}_DISCORD_TOKEN",
+                    "allow_from": ["*"],
+                    "api_base_url": fake.api_base_url,
+                    "gateway_url": fake.gateway_url,
+                }
+            }
+        settings = dingtalk_settings(database_url, tmp_path, scope, bots)
+        provider = ScriptedProvider(replies=["(unscripted)"])
+        app = create_app(settings, provider=provider)
+        message = fake.message(QUESTION, channel_id="300", author_id="501")
+        async with serve(app) as client:
+            for token in DISCORD_TOKENS.values():
+                await asyncio.to_thread(fake.wait_connected, token)
+            scope_key = "" if scope == "tenant" else "discord:501"
+            for tenant in DISCORD_TOKENS:
+                fact = NewEntry(source="manual", content=f"{tenant}-only: code {tenant}-1234")
+                await app.state.services.memory.append(
+                    tenant_id=tenant, scope_key=scope_key, entries=[fact]
+                )
+            provider.push("acme answers", "globex answers")
+            for tenant, token in DISCORD_TOKENS.items():
+                await asyncio.to_thread(fake.dispatch, token, "MESSAGE_CREATE", message)
+                await asyncio.to_thread(fake.wait_for_sent, 1, token=token)
+                await app.state.channels.get(tenant, "dc").settle()
+            sessions = {}
+            for tenant in DISCORD_TOKENS:
+                found = await app.state.services.sessions.find(
+                    tenant_id=tenant, channel="discord", external_key="dc:300"
+                )
+                assert found is not None
+                sessions[tenant] = found
+            webhook = await client.post("/channels/acme/dc", json={"t": "MESSAGE_CREATE"})
+        replies = {(s.token, s.content) for s in fake.sent("300")}
+    assert replies == {(token, f"{t} answers") for t, token in DISCORD_TOKENS.items()}
+    requests = dict(zip(DISCORD_TOKENS, provider.requests, strict=True))
+    for tenant, other in (("acme", "globex"), ("globex", "acme")):
+        assert f"{tenant}-1234" in prompt_text(requests[tenant])
+        assert f"{other}-1234" not in repr(requests[tenant])
+    assert sessions["acme"].id != sessions["globex"].id
+    assert webhook.status_code == 404  # as an unknown bot's: the route tells nothing
