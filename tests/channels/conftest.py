@@ -23,9 +23,11 @@ from fastapi import FastAPI
 from backend.app import create_app
 from backend.providers.base import ChatProvider
 from backend.providers.scripted import ScriptedProvider
+from tests.channels import slack_fixtures
 from tests.conftest import make_settings, serve
 from tests.fakes.dingtalk_server import FakeDingTalkServer
 from tests.fakes.dingtalk_server import Sent as DingTalkSent
+from tests.fakes.slack_server import FakeSlackServer
 from tests.fakes.telegram_server import FakeTelegramServer, Sent
 
 TOKEN = "123456:test-token"
@@ -218,3 +220,11 @@ async def serving_robot(
         if connected and (bot or {}).get("mode", "stream") == "stream":
             await asyncio.to_thread(dingtalk.wait_connected, CLIENT_ID)
         yield served
+
+
+# ---- Slack (tests/channels/slack_fixtures.py) ---------------------------------------------------
+
+
+@pytest.fixture
+def slack(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeSlackServer]:
+    yield from slack_fixtures.fake_slack(monkeypatch)
