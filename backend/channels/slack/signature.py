@@ -26,9 +26,9 @@ class EventSignatures:
     """One app's check of Events API calls: signed with its secret, within five minutes."""
 
     def __init__(self, secret: str, *, clock: Callable[[], float] = time.time) -> None:
-        self._verifier = SignatureVerifier(secret, clock=_Clock(clock))
+        # None without a secret (a Socket Mode bot): every call is then refused.
+        self._verifier = SignatureVerifier(secret, clock=_Clock(clock)) if secret else None
         self._clock = clock
-        self._has_secret = bool(secret)
 
     def problem(self, body: bytes, timestamp: str, signature: str) -> str | None:
         """Why the call is refused, or None when Slack signed it within five minutes."""
@@ -36,6 +36,6 @@ class EventSignatures:
             return "X-Slack-Request-Timestamp is missing or not a number"
         if abs(self._clock() - int(timestamp)) > MAX_SKEW_S:
             return "the request is more than five minutes old (or ahead)"
-        if not self._has_secret or not self._verifier.is_valid(body, timestamp, signature):
+        if self._verifier is None or not self._verifier.is_valid(body, timestamp, signature):
             return "wrong or missing X-Slack-Signature"
         return None
