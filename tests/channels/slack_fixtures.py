@@ -68,7 +68,7 @@ class ServedSlack:
     bot: str = "sl"
     tenant: str = "default"
 
-    async def push(self, payload: dict[str, Any], kind: str = "events_api") -> str:
+    async def push(self, payload: Any, kind: str = "events_api") -> str:
         """Deliver `payload` over Socket Mode; the envelope's id."""
         return await asyncio.to_thread(self.slack.push, payload, kind)
 

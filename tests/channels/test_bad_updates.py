@@ -34,7 +34,10 @@ from tests.channels.conftest import (
     serving_robot,
     signed,
 )
+from tests.channels.slack_fixtures import serving_slack, slack_settings
+from tests.channels.slack_fixtures import signed as slack_signed
 from tests.fakes.dingtalk_server import FakeDingTalkServer
+from tests.fakes.slack_server import FakeSlackServer
 from tests.fakes.telegram_server import FakeTelegramServer
 
 FIGURE: dict[str, dict[str, int]] = {}
@@ -107,6 +110,34 @@ def dingtalk_update(fake: FakeDingTalkServer, text: str, n: int) -> dict[str, An
     return message
 
 
+# ---- Slack ------------------------------------------------------------------------------------
+
+
+@asynccontextmanager
+async def slack_bot(
+    fake: FakeSlackServer, tmp_path: Path, database_url: str
+) -> AsyncIterator[Served]:
+    bot = slack_settings(fake, mode="events")
+    async with serving_slack(fake, tmp_path, database_url, bot=bot) as served:
+        yield Served(
+            served.app,
+            served.client,
+            replies=lambda: len(fake.sent()),
+            wait_replies=lambda n: served.sent(n),
+        )
+
+
+async def slack_deliver(served: Served, body: bytes, n: int) -> httpx.Response:
+    headers = {**slack_signed(body), "Content-Type": "application/json"}
+    return await served.client.post("/channels/default/sl", content=body, headers=headers)
+
+
+def slack_update(fake: FakeSlackServer, text: str, n: int) -> dict[str, Any]:
+    event = fake.event(text)
+    event["event_id"] = f"EvBADUPDATE{n}"
+    return event
+
+
 PLATFORMS = {
     "telegram": Platform(
         name="telegram",
@@ -133,6 +164,16 @@ PLATFORMS = {
         integers=(("sessionWebhookExpiredTime",), ("createAt",)),
         ids=(("msgId",), ("conversationId",)),
         text=("text", "content"),
+    ),
+    "slack": Platform(
+        name="slack",
+        fake="slack",
+        serve=slack_bot,
+        deliver=slack_deliver,
+        update=slack_update,
+        integers=(("event_time",),),
+        ids=(("event_id",), ("event", "channel")),
+        text=("event", "text"),
     ),
 }
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import time
 from pathlib import Path
+from typing import Any
 
 from sqlalchemy import func, select
 
@@ -172,11 +173,31 @@ async def test_slacks_rate_limit_is_waited_out(
     assert slack.calls("chat.postMessage") == 2
 
 
-async def count_updates(served: ServedSlack) -> int:
+async def test_bad_envelopes_are_refused_acknowledged_and_the_socket_goes_on(
+    slack: FakeSlackServer, tmp_path: Path, database_url: str
+) -> None:
+    """An unacknowledged envelope comes again and again: a refused one is acknowledged."""
+    bad: list[Any] = [
+        {"type": "event_callback", "event_id": {"an": "object"}, "event": {}},
+        {"type": "no_such_thing"},
+        {**slack.event("x"), "event_time": 1.5},
+        [1, 2],
+    ]
+    async with serving_slack(slack, tmp_path, database_url) as served:
+        for payload in bad:
+            await served.acked(await served.push(payload))
+        await served.acked(await served.push(slack.event("still here?")))
+        (reply,) = await served.sent(1)
+        refused = await count_updates(served, "refused")
+    assert refused == len(bad) and reply.text == "Hello from Tally."
+
+
+async def count_updates(served: ServedSlack, status: str | None = None) -> int:
+    query = select(func.count()).select_from(channel_updates)
+    if status is not None:
+        query = query.where(channel_updates.c.status == status)
     async with served.app.state.services.database.read() as conn:
-        return int(
-            (await conn.execute(select(func.count()).select_from(channel_updates))).scalar_one()
-        )
+        return int((await conn.execute(query)).scalar_one())
 
 
 async def kept(served: ServedSlack, platform_id: str) -> bool:

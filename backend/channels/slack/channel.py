@@ -10,7 +10,6 @@ message's thread.
 from __future__ import annotations
 
 import contextvars
-import json
 from typing import Any
 from urllib.parse import parse_qs
 
@@ -18,6 +17,7 @@ from backend.channels.backoff import Sleep
 from backend.channels.base import NO_SUCH_BOT, WebhookAnswer, WebhookCall, error_body
 from backend.channels.bot import Envelope, PlatformBot
 from backend.channels.commands import ChatRef, Request, answers_a_question, is_allowed
+from backend.channels.platform_body import RefusedUpdate, read_body
 from backend.channels.slack.api import SlackApi, SlackError
 from backend.channels.slack.inbound import (
     Press,
@@ -174,8 +174,8 @@ class SlackChannel(PlatformBot[SlackSettings, SlackMessage, str]):
 def _challenge(body: bytes) -> str | None:
     """Slack's `url_verification` challenge, when the body is one."""
     try:
-        value = json.loads(body)
-    except ValueError:
+        value = read_body(body)  # within the limits: the skeleton refuses what does not read
+    except RefusedUpdate:
         return None
     if not isinstance(value, dict) or value.get("type") != "url_verification":
         return None

@@ -43,7 +43,7 @@ class _File(_Strict):
 
 class _Event(_Strict):
     type: Short
-    channel: Short = ""
+    channel: Id = ""  # none for some events; one that is there is an id
     channel_type: Short = ""
     user: Short = ""
     bot_id: Short | None = None
@@ -62,6 +62,7 @@ class _Callback(_Strict):
     type: Literal["event_callback"]
     event_id: Id
     team_id: Short = ""
+    event_time: Annotated[int, Field(ge=0, le=2**53)] = 0
     event: _Event
     authorizations: Annotated[list[_Authorization], Field(max_length=100)] = Field(
         default_factory=list
