@@ -21,9 +21,11 @@ from hypothesis import strategies as st
 
 from backend.app import create_app
 from backend.providers.scripted import ScriptedProvider
+from tests.channels import slack_fixtures
 from tests.channels.conftest import ROBOT, SECRET, bot_settings, robot_settings, signed
 from tests.conftest import make_settings
 from tests.fakes.dingtalk_server import FakeDingTalkServer
+from tests.fakes.slack_server import FakeSlackServer
 from tests.fakes.telegram_server import FakeTelegramServer
 from tests.fuzz.test_schema_fuzz import served_in_thread
 from tests.waiting import until_blocking
@@ -100,9 +102,10 @@ class Platform:
     headers: Callable[[int], dict[str, str]]
     update: Callable[[int], dict[str, Any]]
     replies: Callable[[], int]
+    signs: Callable[[bytes], dict[str, str]] | None = None  # a proof over the body (Slack's)
 
 
-@pytest.fixture(params=["telegram", "dingtalk"])
+@pytest.fixture(params=["telegram", "dingtalk", "slack"])
 def platform(
     request: pytest.FixtureRequest, sqlite_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> Iterator[tuple[Platform, Any]]:
@@ -125,6 +128,9 @@ def platform(
                 {"tg": bot},
             )
         return
+    if request.param == "slack":
+        yield from slack_platform(monkeypatch)
+        return
     with FakeDingTalkServer() as dingtalk:
         dingtalk.add_app("ding-client-1", "ding-secret-1", ROBOT)
         robot = robot_settings(dingtalk, mode="callback")
@@ -138,6 +144,28 @@ def platform(
             ),
             {"dt": robot},
         )
+
+
+def slack_platform(monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[Platform, Any]]:
+    monkeypatch.setenv("SLACK_BOT_TOKEN", slack_fixtures.BOT_TOKEN)
+    monkeypatch.setenv("SLACK_SIGNING_SECRET", slack_fixtures.SIGNING_SECRET)
+    with FakeSlackServer(bot_token=slack_fixtures.BOT_TOKEN, app_token="xapp-unused") as slack:
+        bot = slack_fixtures.slack_settings(slack, mode="events")
+        yield (
+            Platform(
+                "slack",
+                "/channels/default/sl",
+                lambda n: {"Content-Type": "application/json"},
+                lambda n: slack.event("hello") | {"event_id": f"EvFuzz{n}"},
+                lambda: len(slack.sent()),
+                signs=slack_fixtures.signed,
+            ),
+            {"sl": bot},
+        )
+
+
+def headers(entry: Platform, n: int, body: bytes) -> dict[str, str]:
+    return entry.headers(n) | (entry.signs(body) if entry.signs is not None else {})
 
 
 @pytest.mark.slow
@@ -159,7 +187,7 @@ def test_no_body_past_a_valid_proof_is_answered_with_an_error(
         def probe(body: bytes) -> None:
             n = next(counter)
             response = portal.call(
-                lambda: client.post(entry.path, content=body, headers=entry.headers(n))
+                lambda: client.post(entry.path, content=body, headers=headers(entry, n, body))
             )
             answered.append(response.status_code)
             assert response.status_code == 200, (body[:300], response.text[:300])
@@ -167,7 +195,9 @@ def test_no_body_past_a_valid_proof_is_answered_with_an_error(
         probe()
         before = entry.replies()
         good = json.dumps(entry.update(999_999)).encode()
-        last = portal.call(lambda: client.post(entry.path, content=good, headers=entry.headers(0)))
+        last = portal.call(
+            lambda: client.post(entry.path, content=good, headers=headers(entry, 0, good))
+        )
         still_answers = until_blocking(
             lambda: entry.replies() > before, f"the {entry.name} bot answering a good update"
         )
