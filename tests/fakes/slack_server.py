@@ -192,6 +192,14 @@ class FakeSlackServer(FakeServer):
     def wait_for_ack(self, envelope_id: str, timeout: float = 60.0) -> None:
         self._wait(lambda: envelope_id in self._acks, timeout, lambda: f"no ack {envelope_id}")
 
+    def wait_open_sockets(self, count: int, timeout: float = 60.0) -> None:
+        """Until exactly `count` sockets are open now (0: all closed)."""
+        self._wait(
+            lambda: len(self._sockets) == count,
+            timeout,
+            lambda: f"{len(self._sockets)} sockets open, not {count}",
+        )
+
     @property
     def acks(self) -> list[str]:
         with self._mutex:
