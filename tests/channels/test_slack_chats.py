@@ -127,6 +127,32 @@ async def test_commands_new_summary_memory_and_forget_with_buttons(
     assert "Ada sails" in contents and "Ada keeps bees" not in contents
 
 
+async def test_a_line_to_remember_is_asked_with_buttons_only_its_person_answers(
+    slack: FakeSlackServer, tmp_path: Path, database_url: str
+) -> None:
+    provider = ScriptedProvider(replies=["ok"])
+    remember = ToolCall(id="w", name="memory_write", arguments={"fact": "Ada keeps bees"})
+    provider.push(ScriptedToolCalls([remember]), "Shall I keep that?")
+    memory = {"path": str(tmp_path / "MEMORY.md"), "scope": "user", "confirm_writes": True}
+    async with serving_slack(
+        slack, tmp_path, database_url, provider=provider, memory=memory
+    ) as served:
+        await ask(served, "I keep bees", 1)
+        question = (await served.sent(2))[-1]
+        eve = slack.press(question, "Remember", user="U0EVE")
+        await served.acked(await served.push(eve, "interactive"))
+        (refusal,) = await served.sent(1, "chat.postEphemeral")
+        await served.acked(await served.push(slack.press(question, "Remember"), "interactive"))
+        (updated,) = await served.sent(1, "chat.update")
+        listed = await ask(served, "/memory", 3)
+    assert "Should I remember this about you?" in question.text
+    assert [b["text"]["text"] for b in question.buttons()] == ["Remember", "Discard"]
+    assert "/remember" not in question.text  # buttons: the commands are not told
+    assert refusal.user == "U0EVE" and "for <@U0ADA>" in refusal.text
+    assert "Ada keeps bees" in updated.text and updated.text.endswith("Remembered.")
+    assert "Ada keeps bees" in listed.text
+
+
 async def test_a_tool_call_is_approved_with_a_button_in_the_thread(
     slack: FakeSlackServer, tmp_path: Path, database_url: str
 ) -> None:
