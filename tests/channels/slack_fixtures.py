@@ -124,15 +124,17 @@ async def serving_slack(
     *,
     provider: ScriptedProvider | None = None,
     bot: dict[str, Any] | None = None,
+    wait_connected: bool = True,
     **sections: Any,
 ) -> AsyncIterator[ServedSlack]:
-    """Tally serving Slack bot `sl`; in Socket Mode, once its socket is open."""
+    """Tally serving Slack bot `sl`; in Socket Mode, once its socket is open (unless told not
+    to wait: a test of a Slack that never lets it connect)."""
     bot = bot or slack_settings(slack)
     settings = make_settings(database_url, tmp_path, channels={"sl": bot}, **sections)
     provider = provider or ScriptedProvider(replies=["Hello from Tally."])
     app = create_app(settings, provider=provider)
     async with serve(app) as client:
         served = ServedSlack(app, client, slack, provider)
-        if bot.get("mode", "socket") == "socket":
+        if wait_connected and bot.get("mode", "socket") == "socket":
             await asyncio.to_thread(slack.wait_connected)
         yield served

@@ -10,12 +10,14 @@ import time
 from pathlib import Path
 from typing import Any
 
+import pytest
 from sqlalchemy import func, select
 
 from backend.channels.slack.format import MAX_CHARS
 from backend.storage.tables import channel_updates
 from tests.channels.slack_fixtures import ServedSlack, serving_slack, signed, slack_settings
 from tests.fakes.slack_server import FakeSlackServer
+from tests.waiting import until
 
 
 async def test_socket_mode_a_message_in_a_reply_out_stored_as_a_web_turn(
@@ -190,6 +192,21 @@ async def test_bad_envelopes_are_refused_acknowledged_and_the_socket_goes_on(
         (reply,) = await served.sent(1)
         refused = await count_updates(served, "refused")
     assert refused == len(bad) and reply.text == "Hello from Tally."
+
+
+async def test_a_refused_app_token_shows_in_the_status_and_nothing_connects(
+    slack: FakeSlackServer, tmp_path: Path, database_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("SLACK_APP_TOKEN", "xapp-revoked")
+    async with serving_slack(slack, tmp_path, database_url, wait_connected=False) as served:
+
+        async def refused() -> bool:
+            health = (await served.client.get("/api/health")).json()
+            (bot,) = health["channels"]
+            return "invalid_auth" in (bot["last_error"] or "") and not bot["connected"]
+
+        await until(refused, "the refused app token in the bot's status")
+    assert slack.opened == 0 and slack.calls("apps.connections.open") >= 1
 
 
 async def count_updates(served: ServedSlack, status: str | None = None) -> int:

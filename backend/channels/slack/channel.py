@@ -65,9 +65,10 @@ class SlackChannel(PlatformBot[SlackSettings, SlackMessage, str]):
     # ---- lifecycle ------------------------------------------------------------------------
 
     async def _receive(self) -> None:
-        await self._until_it_works("connect", self._api.auth_test, errors=(SlackError,))
         if self.settings.mode == "socket":  # one socket of all processes: the leader's
             await self._as_leader(self._socket.run)
+        else:  # no connection of its own: "connected" once Slack takes the bot token
+            await self._until_it_works("connect", self._api.auth_test, errors=(SlackError,))
 
     async def _stop_receiving(self) -> None:
         await self._socket.aclose()

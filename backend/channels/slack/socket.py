@@ -15,24 +15,29 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Any, TypeVar
 
+import aiohttp
+from slack_sdk.errors import SlackClientError
 from slack_sdk.socket_mode.aiohttp import SocketModeClient
 from slack_sdk.socket_mode.async_client import AsyncBaseSocketModeClient
 
 from backend.channels.backoff import until_it_works
 from backend.channels.base import ChannelStatus
-from backend.channels.slack.api import SlackApi
+from backend.channels.slack.api import SlackApi, SlackError
 
 log = logging.getLogger(__name__)
 
 PING_EVERY_S = 5.0  # a socket that stops answering pings is replaced after four of them
 KEPT_ENVELOPES = ("events_api", "interactive")
+# Slack refused a token (SlackApiError), or was not reached; `url` missing from its answer.
+CONNECT_ERRORS = (SlackError, SlackClientError, aiohttp.ClientError, OSError, KeyError)
 
 Keep = Callable[[object], Awaitable[None]]  # raises when the update was not kept
 Refuse = Callable[[str, str], Awaitable[None]]  # (a name for it, why)
 OnError = Callable[[str, BaseException], None]
 Sleep = Callable[[float], Awaitable[None]]
+T = TypeVar("T")
 
 
 class SocketConnection:
@@ -67,13 +72,8 @@ class SocketConnection:
         client.message_listeners.append(self._on_message)
         self._client = client
         try:
-            client.wss_uri = await until_it_works(
-                client.issue_new_wss_url,
-                what="connect",
-                errors=(Exception,),  # SlackApiError, aiohttp's: noted, tried again
-                on_error=self._on_error,
-                sleep=self._sleep,
-            )
+            await self._until_it_works(self._api.auth_test)  # who the bot is: its mentions
+            client.wss_uri = await self._until_it_works(client.issue_new_wss_url)
             await client.connect()  # type: ignore[no-untyped-call]  # the SDK's, unannotated
             self._status.is_connected = True
             log.info("slack %s: connected (Socket Mode)", self._status.bot)
@@ -81,6 +81,12 @@ class SocketConnection:
         finally:
             self._status.is_connected = False
             await self.aclose()
+
+    async def _until_it_works(self, step: Callable[[], Awaitable[T]]) -> T:
+        """`step`, its failures noted in the status and tried again with backoff."""
+        return await until_it_works(
+            step, what="connect", errors=CONNECT_ERRORS, on_error=self._on_error, sleep=self._sleep
+        )
 
     async def aclose(self) -> None:
         client, self._client = self._client, None
