@@ -285,7 +285,7 @@ class FakeSlackServer(FakeServer):
         self._ws_server = await serve(
             self._on_socket, self.host, 0, process_request=self._check_ticket, ping_interval=None
         )
-        self.ws_port = self._ws_server.sockets[0].getsockname()[1]
+        self.ws_port = next(iter(self._ws_server.sockets)).getsockname()[1]
 
     async def _stop_websocket(self) -> None:
         assert self._ws_server is not None
