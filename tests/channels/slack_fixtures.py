@@ -84,21 +84,21 @@ class ServedSlack:
         headers: dict[str, str] | None = None,
         *,
         form: bool = False,
-        **extra: str,
+        retry: int | None = None,
     ) -> httpx.Response:
         """`payload` as Slack posts it to the Events API (signed unless `headers` say
-        otherwise); `form`: as an interactivity call (`payload=<json>`)."""
+        otherwise); `form`: as an interactivity call (`payload=<json>`); `retry`: as Slack's
+        n-th retry (`X-Slack-Retry-Num`)."""
         body = json.dumps(payload).encode()
         kind = "application/json"
         if form:
-            body, kind = (
-                urlencode({"payload": body.decode()}).encode(),
-                ("application/x-www-form-urlencoded"),
-            )
-        sent = {"content-type": kind, **(signed(body) if headers is None else headers), **extra}
-        return await self.client.post(
-            f"/channels/{self.tenant}/{self.bot}", content=body, headers=sent
-        )
+            body = urlencode({"payload": body.decode()}).encode()
+            kind = "application/x-www-form-urlencoded"
+        sent = {"content-type": kind, **(signed(body) if headers is None else headers)}
+        if retry is not None:
+            sent |= {"X-Slack-Retry-Num": str(retry), "X-Slack-Retry-Reason": "http_timeout"}
+        path = f"/channels/{self.tenant}/{self.bot}"
+        return await self.client.post(path, content=body, headers=sent)
 
     async def stored(self, channel: str = "D0ADA") -> list[tuple[str, str]]:
         sessions = self.app.state.services.sessions

@@ -90,7 +90,7 @@ async def test_events_api_checks_signed_fresh_and_answers_retries_once(
 
         good = await served.post(event)
         (reply,) = await served.sent(1)
-        retry = await served.post(event, **{"X-Slack-Retry-Num": "1"})  # a new signature
+        retry = await served.post(event, retry=1)  # a new signature
         replay = await served.post(event, signed(body, at=time.time() - 10 * 60))
         await served.settle()
         stored = await served.stored()
@@ -205,7 +205,7 @@ async def test_a_refused_app_token_shows_in_the_status_and_nothing_connects(
             (bot,) = health["channels"]
             return "invalid_auth" in (bot["last_error"] or "") and not bot["connected"]
 
-        await until(refused, "the refused app token in the bot's status")
+        await until(refused, "the refused app token in the bot's status")  # type: ignore[arg-type]
     assert slack.opened == 0 and slack.calls("apps.connections.open") >= 1
 
 

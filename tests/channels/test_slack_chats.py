@@ -157,7 +157,7 @@ async def test_a_tool_call_is_approved_with_a_button_in_the_thread(
     slack: FakeSlackServer, tmp_path: Path, database_url: str
 ) -> None:
     provider = ScriptedProvider()
-    write = {"path": "note.txt", "content": "from Slack"}
+    write: dict[str, object] = {"path": "note.txt", "content": "from Slack"}
     provider.push(ScriptedToolCalls([ToolCall("call_1", "write_file", write)]), "Saved.")
     async with serving_slack(
         slack, tmp_path, database_url, provider=provider, tools=TOOLS
