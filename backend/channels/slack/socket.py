@@ -75,9 +75,10 @@ class SocketConnection:
             await self._until_it_works(self._api.auth_test)  # who the bot is: its mentions
             client.wss_uri = await self._until_it_works(client.issue_new_wss_url)
             await client.connect()  # type: ignore[no-untyped-call]  # the SDK's, unannotated
-            self._status.is_connected = True
             log.info("slack %s: connected (Socket Mode)", self._status.bot)
-            await asyncio.Event().wait()
+            while True:  # the SDK reconnects; the status follows it
+                self._status.is_connected = await client.is_connected()
+                await asyncio.sleep(self._ping_every_s)
         finally:
             self._status.is_connected = False
             await self.aclose()
