@@ -8,11 +8,12 @@ import base64
 import json
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlencode
 
 from backend.domain.messages import ToolCall
 from backend.memory.entries import NewEntry
 from backend.providers.scripted import ScriptedProvider, ScriptedToolCalls
-from tests.channels.slack_fixtures import ServedSlack, serving_slack, slack_settings
+from tests.channels.slack_fixtures import ServedSlack, serving_slack, signed, slack_settings
 from tests.fakes.slack_server import FakeSlackServer, Sent
 
 PNG = b"\x89PNG\r\n\x1a\n" + b"\x00" * 32
@@ -188,6 +189,29 @@ async def test_a_button_pressed_over_the_events_api_is_answered(
         left = await store.read(tenant_id="default", scope_key="")
     assert pressed.status_code == 200 and updated.text == "Forgotten."
     assert left.entries == ()
+
+
+async def test_slash_commands_are_answered_in_socket_mode_and_over_http(
+    slack: FakeSlackServer, tmp_path: Path, database_url: str
+) -> None:
+    async with serving_slack(slack, tmp_path, database_url) as served:
+        for command in (
+            slack.slash("/tally", "new", channel="C0TEAM"),  # one command of the app's own
+            slack.slash("/memory"),
+        ):
+            await served.acked(await served.push(command, "slash_commands"))
+        new, memory = await served.sent(2)
+    bot = slack_settings(slack, mode="events")
+    async with serving_slack(slack, tmp_path, database_url, bot=bot) as served:
+        body = urlencode(slack.slash("/forget")).encode()
+        form = {"content-type": "application/x-www-form-urlencoded"}
+        answer = await served.client.post(
+            "/channels/default/sl", content=body, headers=form | signed(body)
+        )
+        *_, forget = await served.sent(3)
+    assert (new.channel, new.thread_ts) == ("C0TEAM", None)
+    assert "new conversation" in new.text and memory.text == "I remember nothing yet."
+    assert answer.status_code == 200 and forget.text == "I remember nothing yet."
 
 
 async def test_a_picture_becomes_an_image_part_of_the_message(

@@ -148,6 +148,22 @@ class FakeSlackServer(FakeServer):
                     }
         raise AssertionError(f"no button {label!r} in {sent}")
 
+    def slash(
+        self, command: str, text: str = "", *, user: str = "U0ADA", channel: str = "D0ADA"
+    ) -> dict[str, str]:
+        """A slash command's fields, as Slack sends them (a form over HTTP)."""
+        return {
+            "token": "verification-token-unused",
+            "team_id": TEAM,
+            "channel_id": channel,
+            "user_id": user,
+            "command": command,
+            "text": text,
+            "response_url": f"{self.base_url}/commands/unused",
+            "trigger_id": f"{next(self._ids)}.{secrets.token_hex(6)}",
+            "api_app_id": "A0TALLY",
+        }
+
     def add_file(self, name: str, data: bytes) -> str:
         with self._mutex:
             self.files[name] = data

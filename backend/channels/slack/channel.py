@@ -10,8 +10,9 @@ message's thread.
 from __future__ import annotations
 
 import contextvars
+import json
 from typing import Any
-from urllib.parse import parse_qs
+from urllib.parse import parse_qsl
 
 from backend.channels.backoff import Sleep
 from backend.channels.base import NO_SUCH_BOT, WebhookAnswer, WebhookCall, error_body
@@ -77,14 +78,14 @@ class SlackChannel(PlatformBot[SlackSettings, SlackMessage, str]):
 
     async def handle_webhook(self, call: WebhookCall) -> WebhookAnswer:
         """Checked here first (the signature covers the raw body), then read: Slack's
-        `url_verification` is answered with its challenge, and an interactivity call (a form
-        with a `payload` field) is read as that payload."""
+        `url_verification` is answered with its challenge, an interactivity call (a form with
+        a `payload` field) is read as that payload, and a slash command as its fields."""
         refusal = self._check(call)
         if refusal is not None:
             return refusal
         body = call.body
         if call.headers.get("content-type", "").startswith(FORM):
-            body = parse_qs(call.body.decode("utf-8", "replace")).get("payload", [""])[0].encode()
+            body = _form_body(call.body)
         challenge = _challenge(body)
         if challenge is not None:
             return WebhookAnswer(200, {"challenge": challenge})
@@ -170,6 +171,15 @@ class SlackChannel(PlatformBot[SlackSettings, SlackMessage, str]):
             raw = await self._api.download(file.url)
             images.append(image_part(image_type(raw) or file.mimetype, raw))
         return tuple(images)
+
+
+def _form_body(body: bytes) -> bytes:
+    """A form Slack posts as the JSON the rest reads: interactivity's `payload` field, or a
+    slash command's fields."""
+    form = dict(parse_qsl(body.decode("utf-8", "replace"), keep_blank_values=True))
+    if "payload" in form:
+        return form["payload"].encode()
+    return json.dumps(form).encode()
 
 
 def _challenge(body: bytes) -> str | None:

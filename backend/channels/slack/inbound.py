@@ -14,7 +14,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from backend.channels.commands import Ask, Command, Request, is_allowed
+from backend.channels.commands import DESCRIPTIONS, Ask, Command, Request, is_allowed
 from backend.channels.platform_body import RefusedUpdate
 from backend.settings.channels_slack import SlackSettings
 
@@ -25,6 +25,9 @@ Text = Annotated[str, Field(max_length=65_536)]
 # A message's own words; a message with a subtype not here (an edit, a join, a bot's) is not.
 ANSWERED_SUBTYPES = frozenset({"", "file_share", "thread_broadcast"})
 ACTION_PREFIX = "action:"  # a button press's platform id: `action:<trigger_id>`
+COMMAND_PREFIX = "command:"  # a slash command's: `command:<trigger_id>`
+SLASH = "slash_command"  # a slash command's `SlackMessage.event_type`: always addressed to us
+KNOWN_COMMANDS = frozenset({*DESCRIPTIONS, "remember", "discard"})
 OWNER_PREFIX = "for:"  # a question's block_id: `for:<user id>`, the one person who answers it
 
 
@@ -93,6 +96,16 @@ class _Actions(_Strict):
     actions: Annotated[list[_Action], Field(min_length=1, max_length=25)]
 
 
+class _Slash(_Strict):
+    """A slash command, as Slack sends it (a form over HTTP, an object in Socket Mode)."""
+
+    command: Annotated[str, Field(pattern=r"^/[\w-]{1,32}$")]
+    text: Text = ""
+    user_id: Id
+    channel_id: Id
+    trigger_id: Id
+
+
 @dataclass(frozen=True, slots=True)
 class SlackFile:
     url: str
@@ -154,6 +167,9 @@ def platform_id_of(payload: object) -> str | None:
     if not isinstance(payload, dict):
         return None
     value = payload.get("event_id")
+    if "command" in payload and "type" not in payload:
+        trigger = payload.get("trigger_id")
+        value = COMMAND_PREFIX + trigger if isinstance(trigger, str) else None
     if payload.get("type") == "block_actions":
         trigger = payload.get("trigger_id")
         value = ACTION_PREFIX + trigger if isinstance(trigger, str) else None
@@ -170,6 +186,10 @@ def read_update(payload: dict[str, Any]) -> tuple[str, Update]:
         if kind == "block_actions":
             actions = _Actions.model_validate(payload)
             return ACTION_PREFIX + actions.trigger_id, _press(actions)
+        if kind is None and "command" in payload:
+            kind = "slash command"
+            slash = _Slash.model_validate(payload)
+            return COMMAND_PREFIX + slash.trigger_id, _slash_message(slash)
     except ValidationError as exc:
         first = exc.errors()[0]
         where = ".".join(str(part) for part in first["loc"])
@@ -202,6 +222,27 @@ def _message(callback: _Callback) -> SlackMessage | None:
     )
 
 
+def _slash_message(slash: _Slash) -> SlackMessage:
+    """A slash command as a message saying it: `/forget 2`, or through one command of the
+    app's own, `/tally forget 2`."""
+    name, text = slash.command[1:].casefold(), slash.text.strip()
+    said = f"/{name} {text}" if name in KNOWN_COMMANDS or not text else f"/{text}"
+    return SlackMessage(
+        event_id=COMMAND_PREFIX + slash.trigger_id,
+        event_type=SLASH,
+        channel=slash.channel_id,
+        is_private=slash.channel_id.startswith("D"),
+        user=slash.user_id,
+        is_from_a_bot=False,
+        subtype="",
+        text=said,
+        ts="",
+        thread_ts=None,
+        files=(),
+        bot_user="",
+    )
+
+
 def _press(actions: _Actions) -> Press:
     action = actions.actions[0]
     owner = (
@@ -228,7 +269,9 @@ def read_message(message: SlackMessage, settings: SlackSettings, *, bot_user: st
         return None
     if message.user == bot_user or not is_allowed((message.user,), settings.allow_from):
         return None
-    if message.is_private:
+    if message.event_type == SLASH:
+        pass  # said to the bot, wherever it was typed
+    elif message.is_private:
         if message.event_type != "message":
             return None
     elif message.event_type != ("app_mention" if settings.group_policy == "mention" else "message"):

@@ -29,7 +29,7 @@ from backend.channels.slack.api import SlackApi, SlackError
 log = logging.getLogger(__name__)
 
 PING_EVERY_S = 5.0  # a socket that stops answering pings is replaced after four of them
-KEPT_ENVELOPES = ("events_api", "interactive")
+KEPT_ENVELOPES = ("events_api", "interactive", "slash_commands")
 # Slack refused a token (SlackApiError), or was not reached; `url` missing from its answer.
 CONNECT_ERRORS = (SlackError, SlackClientError, aiohttp.ClientError, OSError, KeyError)
 
@@ -107,7 +107,7 @@ class SocketConnection:
         try:
             if kind in KEPT_ENVELOPES:
                 await self._keep(message.get("payload"))
-            # other envelopes (slash_commands) are acknowledged and not answered
+            # other envelopes (none Tally subscribes to) are acknowledged and not answered
             await client.send_socket_mode_response({"envelope_id": envelope_id})
         except Exception as exc:  # not kept, or the ACK could not go: Slack delivers it again
             self._on_error("receive", exc)
