@@ -21,6 +21,7 @@ from backend.channels.context import ChannelServices
 from backend.settings.channels import ChannelSettings, DingTalkRobotSettings, TelegramBotSettings
 from backend.settings.channels_discord import DiscordSettings
 from backend.settings.channels_qq import QQBotSettings
+from backend.settings.channels_slack import SlackSettings
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,6 +36,7 @@ PLATFORMS: dict[str, Platform] = {
     "dingtalk": Platform("backend.channels.dingtalk", "DingTalkChannel", DingTalkRobotSettings),
     "qq": Platform("backend.channels.qq", "QQChannel", QQBotSettings),
     "discord": Platform("backend.channels.discord", "DiscordChannel", DiscordSettings),
+    "slack": Platform("backend.channels.slack", "SlackChannel", SlackSettings),
 }
 
 

@@ -16,6 +16,7 @@ from backend.domain.tenants import DEFAULT_TENANT, TENANT_ID
 from backend.settings.base import EnvName, Strict
 from backend.settings.channels_discord import DiscordSettings
 from backend.settings.channels_qq import QQBotSettings
+from backend.settings.channels_slack import SlackSettings
 
 BOT_NAME = TENANT_ID  # a slug too: it names a key path (`channels.<name>`) and a webhook URL
 TELEGRAM_API = "https://api.telegram.org"
@@ -134,7 +135,7 @@ class DingTalkRobotSettings(Strict):
 
 
 ChannelSettings = Annotated[
-    TelegramBotSettings | DingTalkRobotSettings | QQBotSettings | DiscordSettings,
+    TelegramBotSettings | DingTalkRobotSettings | QQBotSettings | DiscordSettings | SlackSettings,
     Field(discriminator="kind"),
 ]
 

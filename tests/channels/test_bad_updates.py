@@ -37,9 +37,12 @@ from tests.channels.conftest import (
 from tests.channels.discord_fixtures import DISCORD_TOKEN, serving_discord
 from tests.channels.qq_fixtures import APP_SECRET as QQ_APP_SECRET
 from tests.channels.qq_fixtures import serving_qq
+from tests.channels.slack_fixtures import serving_slack, slack_settings
+from tests.channels.slack_fixtures import signed as slack_signed
 from tests.fakes.dingtalk_server import FakeDingTalkServer
 from tests.fakes.discord_server import FakeDiscordServer
 from tests.fakes.qq_server import FakeQQServer, webhook_headers
+from tests.fakes.slack_server import FakeSlackServer
 from tests.fakes.telegram_server import FakeTelegramServer
 
 FIGURE: dict[str, dict[str, int]] = {}
@@ -136,6 +139,34 @@ def qq_update(fake: FakeQQServer, text: str, n: int) -> dict[str, Any]:
     return fake.private_message(text)
 
 
+# ---- Slack ------------------------------------------------------------------------------------
+
+
+@asynccontextmanager
+async def slack_bot(
+    fake: FakeSlackServer, tmp_path: Path, database_url: str
+) -> AsyncIterator[Served]:
+    bot = slack_settings(fake, mode="events")
+    async with serving_slack(fake, tmp_path, database_url, bot=bot) as served:
+        yield Served(
+            served.app,
+            served.client,
+            replies=lambda: len(fake.sent()),
+            wait_replies=lambda n: served.sent(n),
+        )
+
+
+async def slack_deliver(served: Served, body: bytes, n: int) -> httpx.Response:
+    headers = {**slack_signed(body), "Content-Type": "application/json"}
+    return await served.client.post("/channels/default/sl", content=body, headers=headers)
+
+
+def slack_update(fake: FakeSlackServer, text: str, n: int) -> dict[str, Any]:
+    event = fake.event(text)
+    event["event_id"] = f"EvBADUPDATE{n}"
+    return event
+
+
 PLATFORMS = {
     "telegram": Platform(
         name="telegram",
@@ -172,6 +203,16 @@ PLATFORMS = {
         integers=(("op",),),
         ids=(("d", "id"), ("d", "author", "user_openid")),
         text=("d", "content"),
+    ),
+    "slack": Platform(
+        name="slack",
+        fake="slack",
+        serve=slack_bot,
+        deliver=slack_deliver,
+        update=slack_update,
+        integers=(("event_time",),),
+        ids=(("event_id",), ("event", "channel")),
+        text=("event", "text"),
     ),
 }
 

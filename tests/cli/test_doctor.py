@@ -13,6 +13,7 @@ from tests.conftest import ROOT
 from tests.fakes.dingtalk_server import FakeDingTalkServer
 from tests.fakes.discord_server import FakeDiscordServer
 from tests.fakes.qq_server import FakeQQServer
+from tests.fakes.slack_server import FakeSlackServer
 from tests.fakes.telegram_server import FakeTelegramServer
 
 pytestmark = pytest.mark.process
@@ -264,3 +265,43 @@ def test_each_discord_bot_is_asked_who_it_is_and_refused_or_unreachable_ones_fai
     assert f"fix: check WRONG_DC_TOKEN and api_base_url ({discord_fake.api_base_url})" in out
     assert "FAIL  bot tenants.acme.channels.down: cannot reach" in out
     assert out.count("token accepted") == 1
+
+
+def test_each_slack_bot_is_asked_who_it_is_and_a_refused_or_unreachable_one_fails(
+    tmp_path: Path, refused_port: int
+) -> None:
+    down_url = f"http://127.0.0.1:{refused_port}/api/"
+    with FakeSlackServer(bot_token="xoxb-good", app_token="xapp-good") as slack:
+
+        def bot(name: str, url: str) -> str:
+            env = name.upper()
+            return (
+                f"{{kind: slack, bot_token_env: {env}_SLACK_BOT, app_token_env: {env}_SLACK_APP,"
+                f" api_base_url: '{url}'}}"
+            )
+
+        path = config(
+            tmp_path,
+            f"channels:\n  good: {bot('good', slack.api_url)}\n"
+            "tenants:\n  acme:\n    channels:\n"
+            f"      revoked: {bot('revoked', slack.api_url)}\n"
+            f"      down: {bot('down', down_url)}\n",
+        )
+        env = {
+            "GOOD_SLACK_BOT": "xoxb-good",
+            "GOOD_SLACK_APP": "xapp-good",
+            "REVOKED_SLACK_BOT": "xoxb-revoked",
+            "REVOKED_SLACK_APP": "xapp-revoked",
+            "DOWN_SLACK_BOT": "xoxb-down",
+            "DOWN_SLACK_APP": "xapp-down",
+        }
+        result = tally("--config", str(path), "doctor", env=env)
+        offline = tally("--config", str(path), "doctor", "--offline", env=env)
+    out = result.stdout
+    assert result.returncode == 1, out
+    assert "ok    bot channels.good: @tally in Tally Test (socket)" in out
+    assert "FAIL  bot tenants.acme.channels.revoked:" in out and "invalid_auth" in out
+    assert "fix: check REVOKED_SLACK_BOT" in out
+    assert "FAIL  bot tenants.acme.channels.down:" in out
+    assert slack.calls("auth.test") == 2 and slack.calls("apps.connections.open") == 0
+    assert offline.returncode == 0, offline.stdout
