@@ -178,3 +178,38 @@ async def until_callbacks(served: ServedDiscord, count: int) -> None:
         lambda: len(served.fake.callbacks()) >= count,
         what=f"{count} interaction callbacks",
     )
+
+
+async def test_new_starts_a_fresh_session_and_keeps_the_old_one(
+    discord_fake: FakeDiscordServer, tmp_path: Path, database_url: str
+) -> None:
+    async with serving_discord(discord_fake, tmp_path, database_url) as served:
+        await ask(served, "first conversation", 1)
+        first = await served.stored()
+        new = await ask(served, "/new", 2)
+        await ask(served, "second conversation", 3)
+        second = await served.stored()
+        listed, total = await served.app.state.services.sessions.list(tenant_id="default")
+    assert "new conversation" in new.content
+    assert [t for r, t in first if r == "user"] == ["first conversation"]
+    assert [t for r, t in second if r == "user"] == ["second conversation"]
+    assert total == 2 and {s.channel for s in listed} == {"discord"}
+
+
+async def test_stop_cancels_the_reply_being_written(
+    discord_fake: FakeDiscordServer, tmp_path: Path, database_url: str
+) -> None:
+    provider = ScriptedProvider(delay_s=0.05)
+    provider.push("word " * 2000)
+    async with serving_discord(discord_fake, tmp_path, database_url, provider=provider) as served:
+        await served.deliver(served.message("write a lot"))
+        await asyncio.to_thread(
+            discord_fake.wait_until, lambda: DM in discord_fake.typing, what="typing…"
+        )
+        stopped = await ask(served, "/stop", 1)
+        sent = await served.sent(2)
+        stored = await served.stored()
+    assert stopped.content == "Stopped."
+    assert sent[1].content == "Stopped."  # the turn's own notice
+    assert stored[0] == ("user", "write a lot")
+    assert all(role == "user" or len(text) < 10_000 for role, text in stored)

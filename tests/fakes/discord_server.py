@@ -78,6 +78,7 @@ class FakeDiscordServer:
         self.identifies: list[dict[str, Any]] = []
         self.resumes: list[dict[str, Any]] = []
         self.heartbeats = 0
+        self.typing: list[str] = []  # channel ids "typing…" was shown in
         self._ids = itertools.count(1_100_000_000_000_000_000)
         self._loop: asyncio.AbstractEventLoop | None = None
         self._runner: web.AppRunner | None = None
@@ -412,6 +413,9 @@ class FakeDiscordServer:
         parts = path.split("/")
         if method == "POST" and len(parts) == 3 and parts[0] == "channels":
             if parts[2] == "typing":
+                with self._changed:
+                    self.typing.append(parts[1])
+                    self._changed.notify_all()
                 return web.Response(status=204)
             if parts[2] == "messages":
                 return await self._send(request, token, parts[1], user)
