@@ -163,12 +163,11 @@ async def test_a_fact_the_model_remembers_is_marked_with_its_chat(
     assert entry.source == "discord:dc:300"  # memory lines name the bot and the chat
 
 
-async def until_kept(served: ServedDiscord, count: int) -> int:
-    async def kept() -> int | None:
+async def until_kept(served: ServedDiscord, count: int) -> bool:
+    async def kept() -> bool:
         async with served.app.state.services.database.read() as conn:
             query = select(func.count()).select_from(channel_updates)
-            found = int((await conn.execute(query)).scalar_one())
-            return found if found >= count else None
+            return int((await conn.execute(query)).scalar_one()) >= count
 
     return await until(kept, f"{count} updates kept")
 
