@@ -35,6 +35,7 @@ from .discord_payloads import APPLICATION_ID, snowflake
 
 MAX_CONTENT = 2000
 HEARTBEAT_MS = 41_250
+MESSAGE_CONTENT = 1 << 15  # the privileged intent's bit
 
 
 @dataclass(frozen=True)
@@ -79,7 +80,10 @@ class FakeDiscordServer:
         self.identifies: list[dict[str, Any]] = []
         self.resumes: list[dict[str, Any]] = []
         self.heartbeats = 0
-        self.typing: list[str] = []  # channel ids "typing…" was shown in
+        self.typing: list[str] = []
+        # Bots whose application may not have the Message Content intent: an IDENTIFY asking
+        # for it is closed with 4014, as Discord does until the Developer Portal allows it.
+        self.intents_refused: set[str] = set()  # channel ids "typing…" was shown in
         self._loop: asyncio.AbstractEventLoop | None = None
         self._runner: web.AppRunner | None = None
         self._thread: threading.Thread | None = None
@@ -284,6 +288,9 @@ class FakeDiscordServer:
         user = self.bots.get(d.get("token", ""))
         if user is None:
             await socket.close(code=4004, message=b"Authentication failed.")
+            return None
+        if d["token"] in self.intents_refused and int(d.get("intents", 0)) & MESSAGE_CONTENT:
+            await socket.close(code=4014, message=b"Disallowed intent(s).")
             return None
         session = _Session(f"session-{self.snowflake()}", d["token"], seq=1)
         ready = {
