@@ -213,3 +213,23 @@ async def test_stop_cancels_the_reply_being_written(
     assert sent[1].content == "Stopped."  # the turn's own notice
     assert stored[0] == ("user", "write a lot")
     assert all(role == "user" or len(text) < 10_000 for role, text in stored)
+
+
+async def test_in_a_server_the_forget_buttons_answer_the_member_who_asked(
+    discord_fake: FakeDiscordServer, tmp_path: Path, database_url: str
+) -> None:
+    where = {"channel_id": GUILD_CHANNEL, "guild_id": GUILD}
+    async with serving_discord(discord_fake, tmp_path, database_url) as served:
+        store = served.app.state.services.memory
+        fact = NewEntry(source="manual", content="the team meets on Mondays")
+        await store.append(tenant_id="default", scope_key="", entries=[fact])
+        choose = await ask(served, f"<@{BOT_ID}> /forget", 1, mentions=[mention()], **where)
+        button = choose.components[0]["components"][0]
+        press = discord_fake.press(button["custom_id"], message_text=choose.content, **where)
+        await served.deliver(press, "INTERACTION_CREATE")  # from the member who asked
+        await until_callbacks(served, 1)
+        left = await store.read(tenant_id="default", scope_key="")
+    (forgotten,) = discord_fake.callbacks()
+    assert "member" in press and "user" not in press  # a server's press names a member
+    assert forgotten.type == 7 and "Forgotten" in forgotten.data["content"]
+    assert left.entries == ()
