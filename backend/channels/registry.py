@@ -20,6 +20,7 @@ from backend.channels.base import Channel
 from backend.channels.context import ChannelServices
 from backend.settings.channels import ChannelSettings, DingTalkRobotSettings, TelegramBotSettings
 from backend.settings.channels_discord import DiscordSettings
+from backend.settings.channels_qq import QQBotSettings
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,6 +33,7 @@ class Platform:
 PLATFORMS: dict[str, Platform] = {
     "telegram": Platform("backend.channels.telegram", "TelegramChannel", TelegramBotSettings),
     "dingtalk": Platform("backend.channels.dingtalk", "DingTalkChannel", DingTalkRobotSettings),
+    "qq": Platform("backend.channels.qq", "QQChannel", QQBotSettings),
     "discord": Platform("backend.channels.discord", "DiscordChannel", DiscordSettings),
 }
 

@@ -221,5 +221,5 @@ async def serving_robot(
 
 
 # ---- Discord (tests/channels/discord_fixtures.py) ----------------------------------------------
-
 from tests.channels.discord_fixtures import discord_fake  # noqa: E402, F401
+from tests.channels.qq_fixtures import qq  # noqa: E402, F401  # the fake QQ, for every test here

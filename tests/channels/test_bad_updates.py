@@ -35,8 +35,11 @@ from tests.channels.conftest import (
     signed,
 )
 from tests.channels.discord_fixtures import DISCORD_TOKEN, serving_discord
+from tests.channels.qq_fixtures import APP_SECRET as QQ_APP_SECRET
+from tests.channels.qq_fixtures import serving_qq
 from tests.fakes.dingtalk_server import FakeDingTalkServer
 from tests.fakes.discord_server import FakeDiscordServer
+from tests.fakes.qq_server import FakeQQServer, webhook_headers
 from tests.fakes.telegram_server import FakeTelegramServer
 
 FIGURE: dict[str, dict[str, int]] = {}
@@ -109,6 +112,30 @@ def dingtalk_update(fake: FakeDingTalkServer, text: str, n: int) -> dict[str, An
     return message
 
 
+# ---- QQ ----------------------------------------------------------------------------------------
+
+
+@asynccontextmanager
+async def qq_bot(fake: FakeQQServer, tmp_path: Path, database_url: str) -> AsyncIterator[Served]:
+    async with serving_qq(fake, tmp_path, database_url) as served:
+        yield Served(
+            served.app,
+            served.client,
+            replies=lambda: len(fake.sent()),
+            wait_replies=lambda n: served.sent(n),
+        )
+
+
+async def qq_deliver(served: Served, body: bytes, n: int) -> httpx.Response:
+    # A fresh timestamp each: a body delivered again is QQ's redelivery, not a replay.
+    headers = webhook_headers(QQ_APP_SECRET, body, int(time.time()) + n % 200)
+    return await served.client.post("/channels/default/qb", content=body, headers=headers)
+
+
+def qq_update(fake: FakeQQServer, text: str, n: int) -> dict[str, Any]:
+    return fake.private_message(text)
+
+
 PLATFORMS = {
     "telegram": Platform(
         name="telegram",
@@ -135,6 +162,16 @@ PLATFORMS = {
         integers=(("sessionWebhookExpiredTime",), ("createAt",)),
         ids=(("msgId",), ("conversationId",)),
         text=("text", "content"),
+    ),
+    "qq": Platform(
+        name="qq",
+        fake="qq",
+        serve=qq_bot,
+        deliver=qq_deliver,
+        update=qq_update,
+        integers=(("op",),),
+        ids=(("d", "id"), ("d", "author", "user_openid")),
+        text=("d", "content"),
     ),
 }
 

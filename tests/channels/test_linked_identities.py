@@ -29,9 +29,11 @@ from tests.channels.discord_fixtures import (
     ServedDiscord,
     discord_settings,
 )
+from tests.channels.qq_fixtures import ServedQQ, qq_settings
 from tests.conftest import make_settings, serve
 from tests.fakes.dingtalk_server import FakeDingTalkServer
 from tests.fakes.discord_server import FakeDiscordServer
+from tests.fakes.qq_server import FakeQQServer
 from tests.fakes.telegram_server import FakeTelegramServer
 from tests.prompt_text import prompt_text
 
@@ -194,6 +196,45 @@ async def test_guessing_codes_from_a_chat_is_stopped_and_the_user_told(
     assert "too many link codes were tried from here" in refused
     assert "try again in 10 minutes" in refused
     assert "share one memory" in elsewhere
+
+
+async def test_ada_links_her_qq_account_and_a_fact_told_on_telegram_reaches_it(
+    telegram: FakeTelegramServer, qq: FakeQQServer, tmp_path: Path, database_url: str
+) -> None:
+    """QQ's private chats key memory by `qq:<user openid>`; a group chat does not link."""
+    settings = make_settings(
+        database_url,
+        tmp_path,
+        channels={"tg": bot_settings(telegram), "qb": qq_settings(qq)},
+        memory={"path": str(tmp_path / "MEMORY.md"), "scope": "user"},
+    )
+    remember = ToolCall(id="w", name="memory_write", arguments={"fact": "Ada is allergic to kiwi"})
+    provider = ScriptedProvider(replies=["ok"])
+    app = create_app(settings, provider=provider)
+    async with serve(app) as client:
+        tg = Served(app, client, telegram, provider)
+        on_qq = ServedQQ(app, client, qq, provider)
+
+        async def said_on_qq(text: str, **where: str) -> str:
+            before = len(qq.sent())
+            event = qq.group_message(text, **where) if where else qq.private_message(text)
+            assert (await on_qq.deliver(event)).status_code == 200
+            return (await on_qq.sent(before + 1))[-1].text
+
+        asked = await on_telegram(tg, "/link")
+        in_group = await said_on_qq(f"/link {code_in(asked)}", group="group-1", member="user-1")
+        linked = await said_on_qq(f"/link {code_in(asked)}")
+        provider.push(ScriptedToolCalls([remember]), "Noted.")
+        await on_telegram(tg, "remember: I am allergic to kiwi")
+        await said_on_qq("what fruit should I avoid?")
+        on_qq_prompt = prompt_text(provider.requests[-1])
+        for command in ("/new", "/stop", "/summary", "/memory"):
+            assert await said_on_qq(command)
+        person = await client.get("/api/people/links", params={"user": "qq:user-1"})
+    assert in_group == "Linking works in a private chat with me."
+    assert "share one memory" in linked
+    assert "Ada is allergic to kiwi" in on_qq_prompt
+    assert sorted(person.json()["identities"]) == sorted(["qq:user-1", f"telegram:{ADA_TELEGRAM}"])
 
 
 # ---- Discord ----------------------------------------------------------------------------------

@@ -12,6 +12,7 @@ from tests.cli.runner import config, tally
 from tests.conftest import ROOT
 from tests.fakes.dingtalk_server import FakeDingTalkServer
 from tests.fakes.discord_server import FakeDiscordServer
+from tests.fakes.qq_server import FakeQQServer
 from tests.fakes.telegram_server import FakeTelegramServer
 
 pytestmark = pytest.mark.process
@@ -191,6 +192,45 @@ def test_each_mcp_server_is_started_and_listed_or_failed(tmp_path: Path, refused
     assert "FAIL  MCP server tenants.acme.tools.mcp_servers.gone:" in result.stdout
     assert "fix: check its url and headers" in result.stdout
     assert "MCP server tenants.acme.tools.mcp_servers.gone: not started" in offline.stdout
+
+
+def test_each_qq_bot_gets_a_token_and_names_itself_and_refused_or_unreachable_ones_fail(
+    tmp_path: Path, refused_port: int
+) -> None:
+    down_url = f"http://127.0.0.1:{refused_port}"
+    with FakeQQServer() as qq:
+        qq.add_app("102000001", "good-secret")
+        qq.add_app("102000002", "the-real-secret")
+
+        def bot(app_id: str, env: str, url: str) -> str:
+            return (
+                f"{{kind: qq, app_id: '{app_id}', app_secret_env: {env},"
+                f" api_base_url: '{url}', token_base_url: '{url}'}}"
+            )
+
+        path = config(
+            tmp_path,
+            f"channels:\n  good: {bot('102000001', 'GOOD_QQ', qq.base_url)}\n"
+            "tenants:\n  acme:\n    channels:\n"
+            f"      wrong: {bot('102000002', 'WRONG_QQ', qq.base_url)}\n"
+            f"      down: {bot('102000003', 'DOWN_QQ', down_url)}\n",
+        )
+        env = {"GOOD_QQ": "good-secret", "WRONG_QQ": "rotated", "DOWN_QQ": "down-secret"}
+        result = tally("--config", str(path), "doctor", env=env)
+        asked = [(r.method, r.path) for r in qq.requests]
+    out = result.stdout
+    assert result.returncode == 1, out
+    assert "ok    bot channels.good: Tally QQ (app 102000001, webhook), credentials accepted" in out
+    assert "FAIL  bot tenants.acme.channels.wrong:" in out
+    assert "QQ refused the credentials of app 102000002" in out
+    assert "fix: check app_id (102000002), WRONG_QQ" in out
+    assert (
+        f"FAIL  bot tenants.acme.channels.down: cannot reach {down_url.removeprefix('http://')}"
+        in out
+    )
+    assert sorted(asked) == sorted(
+        [("POST", "/app/getAppAccessToken")] * 2 + [("GET", "/users/@me")]
+    )  # no retries: doctor reports
 
 
 def test_each_discord_bot_is_asked_who_it_is_and_refused_or_unreachable_ones_fail(

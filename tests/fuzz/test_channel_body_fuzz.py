@@ -22,8 +22,12 @@ from hypothesis import strategies as st
 from backend.app import create_app
 from backend.providers.scripted import ScriptedProvider
 from tests.channels.conftest import ROBOT, SECRET, bot_settings, robot_settings, signed
+from tests.channels.qq_fixtures import APP_ID as QQ_APP_ID
+from tests.channels.qq_fixtures import APP_SECRET as QQ_APP_SECRET
+from tests.channels.qq_fixtures import qq_settings
 from tests.conftest import make_settings
 from tests.fakes.dingtalk_server import FakeDingTalkServer
+from tests.fakes.qq_server import FakeQQServer, webhook_headers
 from tests.fakes.telegram_server import FakeTelegramServer
 from tests.fuzz.test_schema_fuzz import served_in_thread
 from tests.waiting import until_blocking
@@ -100,9 +104,13 @@ class Platform:
     headers: Callable[[int], dict[str, str]]
     update: Callable[[int], dict[str, Any]]
     replies: Callable[[], int]
+    sign: Callable[[int, bytes], dict[str, str]] | None = None  # a proof over the body too
+
+    def headers_for(self, n: int, body: bytes) -> dict[str, str]:
+        return self.sign(n, body) if self.sign is not None else self.headers(n)
 
 
-@pytest.fixture(params=["telegram", "dingtalk"])
+@pytest.fixture(params=["telegram", "dingtalk", "qq"])
 def platform(
     request: pytest.FixtureRequest, sqlite_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> Iterator[tuple[Platform, Any]]:
@@ -125,6 +133,9 @@ def platform(
                 {"tg": bot},
             )
         return
+    if request.param == "qq":
+        yield from qq_platform(monkeypatch)
+        return
     with FakeDingTalkServer() as dingtalk:
         dingtalk.add_app("ding-client-1", "ding-secret-1", ROBOT)
         robot = robot_settings(dingtalk, mode="callback")
@@ -137,6 +148,26 @@ def platform(
                 lambda: len(dingtalk.sent()),
             ),
             {"dt": robot},
+        )
+
+
+def qq_platform(monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[Platform, Any]]:
+    monkeypatch.setenv("QQ_APP_SECRET", QQ_APP_SECRET)
+    with FakeQQServer() as qq:
+        qq.add_app(QQ_APP_ID, QQ_APP_SECRET)
+        yield (
+            Platform(
+                "qq",
+                "/channels/default/qb",
+                lambda n: {},
+                lambda n: qq.private_message("hello"),
+                lambda: len(qq.sent()),
+                # A fresh timestamp for each: the same body again is a redelivery, not a replay.
+                sign=lambda n, body: webhook_headers(
+                    QQ_APP_SECRET, body, int(time.time()) + n % 200
+                ),
+            ),
+            {"qb": qq_settings(qq)},
         )
 
 
@@ -159,7 +190,7 @@ def test_no_body_past_a_valid_proof_is_answered_with_an_error(
         def probe(body: bytes) -> None:
             n = next(counter)
             response = portal.call(
-                lambda: client.post(entry.path, content=body, headers=entry.headers(n))
+                lambda: client.post(entry.path, content=body, headers=entry.headers_for(n, body))
             )
             answered.append(response.status_code)
             assert response.status_code == 200, (body[:300], response.text[:300])
@@ -167,7 +198,9 @@ def test_no_body_past_a_valid_proof_is_answered_with_an_error(
         probe()
         before = entry.replies()
         good = json.dumps(entry.update(999_999)).encode()
-        last = portal.call(lambda: client.post(entry.path, content=good, headers=entry.headers(0)))
+        last = portal.call(
+            lambda: client.post(entry.path, content=good, headers=entry.headers_for(0, good))
+        )
         still_answers = until_blocking(
             lambda: entry.replies() > before, f"the {entry.name} bot answering a good update"
         )

@@ -20,22 +20,27 @@ from tests.channels.conftest import signed
 from tests.conftest import make_settings, serve
 from tests.fakes.dingtalk_server import FakeDingTalkServer
 from tests.fakes.discord_server import FakeDiscordServer
+from tests.fakes.qq_server import FakeQQServer
+from tests.fakes.qq_server import webhook_headers as qq_webhook_headers
 from tests.fakes.telegram_server import FakeTelegramServer
 from tests.isolation.test_channel_isolation import (
     DINGTALK_APPS,
     DISCORD_TOKENS,
+    QQ_APPS,
     SECRETS,
     TENANTS,
     _sessions,
     dingtalk,
     dingtalk_robot,
+    qq,
+    qq_bot,
     same_message,
     telegram,
     webhook_bot,
 )
 from tests.waiting import until
 
-__all__ = ["dingtalk", "telegram"]  # the fixtures, shared with test_channel_isolation.py
+__all__ = ["dingtalk", "qq", "telegram"]  # the fixtures, shared with test_channel_isolation.py
 
 
 async def updates_by_tenant(app: FastAPI) -> dict[str, list[tuple[str, str]]]:
@@ -112,6 +117,32 @@ async def test_bad_bodies_to_one_tenants_bot_are_refused_there_and_nowhere_else(
     assert after_theirs["globex"] == [("tg", "refused")] * 3
     assert after_theirs["acme"] == after_own["acme"]
     assert sessions == [[], []]
+
+
+async def test_bad_qq_bodies_are_refused_under_the_signing_tenants_bot_only(
+    qq: FakeQQServer, tmp_path: Path, database_url: str
+) -> None:
+    bots = {tenant: {"channels": {"qb": qq_bot(qq, tenant)}} for tenant in QQ_APPS}
+    settings = make_settings(database_url, tmp_path, auth={"mode": "keys"}, tenants=bots)
+    app = create_app(settings, provider=ScriptedProvider(replies=["(unscripted)"]))
+    event = qq.private_message("hello")
+    bad = json.dumps(event | {"d": event["d"] | {"content": {"not": "text"}}}).encode()
+    secret = {tenant: app_secret for tenant, (_, app_secret) in QQ_APPS.items()}
+    async with serve(app) as client:
+
+        async def post(tenant: str, signer: str) -> int:
+            headers = qq_webhook_headers(secret[signer], bad)
+            answer = await client.post(f"/channels/{tenant}/qb", content=bad, headers=headers)
+            return answer.status_code
+
+        crossed = await post("acme", "globex")
+        after_crossed = await updates_by_tenant(app)
+        own = await post("acme", "acme")
+        theirs = await post("globex", "globex")
+        after = await updates_by_tenant(app)
+    assert crossed == 401 and after_crossed == {}
+    assert own == theirs == 200
+    assert after == {"acme": [("qb", "refused")], "globex": [("qb", "refused")]}
 
 
 async def test_a_bad_discord_dispatch_is_refused_under_each_tenants_bot_apart(

@@ -35,6 +35,8 @@ from tests.channels.conftest import signed
 from tests.conftest import make_settings, serve
 from tests.fakes.dingtalk_server import FakeDingTalkServer
 from tests.fakes.discord_server import FakeDiscordServer
+from tests.fakes.qq_server import FakeQQServer
+from tests.fakes.qq_server import webhook_headers as qq_webhook_headers
 from tests.fakes.telegram_server import FakeTelegramServer
 from tests.prompt_text import prompt_text
 
@@ -366,6 +368,95 @@ async def test_two_tenants_callback_robots_never_share_a_secret_a_session_or_an_
     assert kept_after_refusals == 0 and stored_after_refusals == [[], []]
     check_answered_apart(dingtalk, provider, sessions, "{}-only", "{}-summary")
     assert {tenant: found for tenant, (found, _) in sessions.items()} == before
+
+
+# ---- QQ -----------------------------------------------------------------------------------------
+
+QQ_APPS = {"acme": ("102000101", "acme-qq-secret"), "globex": ("102000202", "globex-qq-secret")}
+QQ_STREAM_APP = ("102000303", "initech-qq-secret")
+
+
+@pytest.fixture
+def qq(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeQQServer]:
+    """One fake QQ holding each tenant's app (and initech's, for a websocket bot)."""
+    with FakeQQServer() as server:
+        for tenant, (app_id, secret) in {**QQ_APPS, "initech": QQ_STREAM_APP}.items():
+            monkeypatch.setenv(f"{tenant.upper()}_QQ_SECRET", secret)
+            server.add_app(app_id, secret)
+        yield server
+
+
+def qq_bot(qq: FakeQQServer, tenant: str, mode: str = "webhook") -> dict[str, Any]:
+    app_id = QQ_STREAM_APP[0] if tenant == "initech" else QQ_APPS[tenant][0]
+    return {
+        "kind": "qq",
+        "app_id": app_id,
+        "app_secret_env": f"{tenant.upper()}_QQ_SECRET",
+        "mode": mode,
+        "allow_from": ["*"],
+        "api_base_url": qq.base_url,
+        "token_base_url": qq.base_url,
+    }
+
+
+async def test_two_tenants_qq_bots_never_share_a_chat_a_memory_or_a_secret(
+    qq: FakeQQServer, tmp_path: Path, database_url: str
+) -> None:
+    bots = {tenant: {"channels": {"qb": qq_bot(qq, tenant)}} for tenant in QQ_APPS}
+    bots["initech"] = {"channels": {"qws": qq_bot(qq, "initech", "websocket")}}
+    settings = make_settings(database_url, tmp_path, auth={"mode": "keys"}, tenants=bots)
+    provider = ScriptedProvider(replies=["(unscripted)"])
+    app = create_app(settings, provider=provider)
+    event = qq.private_message("what is my launch code?", user="user-42")
+    body = json.dumps(event).encode()
+
+    async def post(path: str, secret: str) -> httpx.Response:
+        headers = qq_webhook_headers(secret, body)
+        return await client.post(path, content=body, headers=headers)
+
+    async with serve(app) as client:
+        memory = app.state.services.memory
+        fact = NewEntry(source="manual", content="acme-only: the launch code is 1234")
+        await memory.append(tenant_id="acme", scope_key="", entries=[fact])
+        await asyncio.to_thread(qq.wait_connected, QQ_STREAM_APP[0])
+
+        crossed = [
+            await post("/channels/acme/qb", QQ_APPS["globex"][1]),
+            await post("/channels/globex/qb", QQ_APPS["acme"][1]),
+        ]
+        misses = [
+            await post(path, QQ_APPS["acme"][1])
+            for path in ("/channels/nobody/qb", "/channels/acme/nobot", "/channels/initech/qws")
+        ]
+        stored_after_refusals = await qq_sessions(app, "acme") + await qq_sessions(app, "globex")
+
+        provider.push("acme answers", "globex answers")
+        for tenant in QQ_APPS:  # the same event, ids and all, to both bots
+            accepted = await post(f"/channels/{tenant}/qb", QQ_APPS[tenant][1])
+            assert accepted.status_code == 200, accepted.text
+            await app.state.channels.get(tenant, "qb").settle()
+        sessions = {tenant: await qq_sessions(app, tenant) for tenant in QQ_APPS}
+
+    assert [r.status_code for r in crossed] == [401, 401]
+    assert {(r.status_code, r.text) for r in misses} == {(404, misses[0].text)}
+    assert stored_after_refusals == []
+    replies = {s.app_id: (s.target, s.msg_id, s.text) for s in qq.sent()}
+    msg_id = event["d"]["id"]
+    assert replies == {
+        QQ_APPS["acme"][0]: ("user-42", msg_id, "acme answers"),
+        QQ_APPS["globex"][0]: ("user-42", msg_id, "globex answers"),
+    }
+    acme_request, globex_request = provider.requests
+    assert "acme-only" in prompt_text(acme_request) and "acme-only" not in repr(globex_request)
+    assert len(sessions["acme"]) == len(sessions["globex"]) == 1
+    assert sessions["acme"][0] != sessions["globex"][0]
+
+
+async def qq_sessions(app: FastAPI, tenant_id: str) -> list[str]:
+    found = await app.state.services.sessions.find(
+        tenant_id=tenant_id, channel="qq", external_key="qb:user-42"
+    )
+    return [] if found is None else [found.id]
 
 
 # ---- Discord ----------------------------------------------------------------------------------

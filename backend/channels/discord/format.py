@@ -4,20 +4,11 @@ Discord's 2,000-character limit."""
 
 from __future__ import annotations
 
-from backend.channels.chunking import Block, pack, pieces
+from backend.channels.chunking import markdown_chunks
 
 MAX_CHARS = 2_000  # Discord refuses longer content (400, code 50035)
 
 
 def discord_chunks(markdown: str, *, limit: int = MAX_CHARS) -> list[str]:
     """`markdown` as ordered messages of at most `limit` characters each."""
-
-    def fits(blocks: list[Block]) -> bool:
-        return len(_joined(blocks)) <= limit
-
-    blocks = pieces(markdown, lambda block: fits([block]))
-    return [_joined(group) for group in pack(blocks, fits)]
-
-
-def _joined(blocks: list[Block]) -> str:
-    return "\n\n".join(block.markdown() for block in blocks)
+    return markdown_chunks(markdown, limit)
