@@ -92,14 +92,17 @@ async def serving_discord(
     provider: ScriptedProvider | None = None,
     summarizer: ChatProvider | None = None,
     bot: dict[str, Any] | None = None,
+    connected: bool = True,
     **sections: Any,
 ) -> AsyncIterator[ServedDiscord]:
-    """Tally serving Discord bot `dc`, once its gateway connection is up."""
+    """Tally serving Discord bot `dc`, once its gateway connection is up (unless told not to
+    wait: a test of a Discord that refuses it)."""
     settings = make_settings(
         database_url, tmp_path, channels={"dc": bot or discord_settings(fake)}, **sections
     )
     provider = provider or ScriptedProvider(replies=["Hello from Tally."])
     app = create_app(settings, provider=provider, summarizer_provider=summarizer)
     async with serve(app) as client:
-        await asyncio.to_thread(fake.wait_connected, DISCORD_TOKEN)
+        if connected:
+            await asyncio.to_thread(fake.wait_connected, DISCORD_TOKEN)
         yield ServedDiscord(app, client, fake, provider)

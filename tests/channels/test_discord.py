@@ -4,8 +4,10 @@ gateway connection too; Discord has no webhook for a bot's messages."""
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 
+import pytest
 from sqlalchemy import select
 
 from backend.channels.discord.format import MAX_CHARS, discord_chunks
@@ -131,3 +133,31 @@ async def kept_rows(served: ServedDiscord) -> list[tuple[str, str]]:
             )
         )
         return [(r.platform_id, r.status) for r in rows]
+
+
+async def test_heartbeats_are_sent_and_acknowledged(
+    discord_fake: FakeDiscordServer, tmp_path: Path, database_url: str
+) -> None:
+    async with serving_discord(discord_fake, tmp_path, database_url):
+        await asyncio.to_thread(
+            discord_fake.wait_until, lambda: discord_fake.heartbeats >= 1, what="a heartbeat"
+        )
+        discord_fake.send_op(DISCORD_TOKEN, 1)  # Discord asks for one now
+        await asyncio.to_thread(
+            discord_fake.wait_until, lambda: discord_fake.heartbeats >= 2, what="another"
+        )
+
+
+@pytest.mark.slow
+async def test_an_invalidated_session_identifies_again_and_answers(
+    discord_fake: FakeDiscordServer, tmp_path: Path, database_url: str
+) -> None:
+    """INVALID_SESSION (op 9, not resumable): a new session (discord.py waits 5 s before an
+    IDENTIFY that is not the first, as Discord limits them)."""
+    async with serving_discord(discord_fake, tmp_path, database_url) as served:
+        discord_fake.send_op(DISCORD_TOKEN, 9, False)
+        await asyncio.to_thread(discord_fake.wait_connected, DISCORD_TOKEN, 2)
+        await served.deliver(served.message("still there?"))
+        (reply,) = await served.sent(1)
+    assert len(discord_fake.identifies) == 2 and discord_fake.resumes == []
+    assert reply.content == "Hello from Tally."

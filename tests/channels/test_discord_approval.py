@@ -11,7 +11,7 @@ from pathlib import Path
 from backend.domain.messages import ToolCall
 from backend.providers.scripted import ScriptedProvider, ScriptedToolCalls
 from tests.channels.discord_fixtures import ServedDiscord, serving_discord
-from tests.fakes.discord_server import FakeDiscordServer, Sent
+from tests.fakes.discord_server import Callback, FakeDiscordServer, Sent
 from tests.prompt_text import prompt_text
 
 WRITE = {"path": "note.txt", "content": "from discord"}
@@ -30,7 +30,9 @@ def buttons(message: Sent) -> dict[str, str]:
     }
 
 
-async def press(served: ServedDiscord, question: Sent, custom_id: str, count: int, **who: str):
+async def press(
+    served: ServedDiscord, question: Sent, custom_id: str, count: int, **who: str
+) -> Callback:
     data = served.fake.press(custom_id, message_text=question.content, **who)
     await served.deliver(data, "INTERACTION_CREATE")
     await asyncio.to_thread(

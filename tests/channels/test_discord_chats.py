@@ -163,13 +163,13 @@ async def test_a_fact_the_model_remembers_is_marked_with_its_chat(
     assert entry.source == "discord:dc:300"  # memory lines name the bot and the chat
 
 
-async def until_kept(served: ServedDiscord, count: int) -> None:
+async def until_kept(served: ServedDiscord, count: int) -> bool:
     async def kept() -> bool:
         async with served.app.state.services.database.read() as conn:
             query = select(func.count()).select_from(channel_updates)
             return int((await conn.execute(query)).scalar_one()) >= count
 
-    await until(kept, f"{count} updates kept")
+    return await until(kept, f"{count} updates kept")
 
 
 async def until_callbacks(served: ServedDiscord, count: int) -> None:
@@ -178,3 +178,58 @@ async def until_callbacks(served: ServedDiscord, count: int) -> None:
         lambda: len(served.fake.callbacks()) >= count,
         what=f"{count} interaction callbacks",
     )
+
+
+async def test_new_starts_a_fresh_session_and_keeps_the_old_one(
+    discord_fake: FakeDiscordServer, tmp_path: Path, database_url: str
+) -> None:
+    async with serving_discord(discord_fake, tmp_path, database_url) as served:
+        await ask(served, "first conversation", 1)
+        first = await served.stored()
+        new = await ask(served, "/new", 2)
+        await ask(served, "second conversation", 3)
+        second = await served.stored()
+        listed, total = await served.app.state.services.sessions.list(tenant_id="default")
+    assert "new conversation" in new.content
+    assert [t for r, t in first if r == "user"] == ["first conversation"]
+    assert [t for r, t in second if r == "user"] == ["second conversation"]
+    assert total == 2 and {s.channel for s in listed} == {"discord"}
+
+
+async def test_stop_cancels_the_reply_being_written(
+    discord_fake: FakeDiscordServer, tmp_path: Path, database_url: str
+) -> None:
+    provider = ScriptedProvider(delay_s=0.05)
+    provider.push("word " * 2000)
+    async with serving_discord(discord_fake, tmp_path, database_url, provider=provider) as served:
+        await served.deliver(served.message("write a lot"))
+        await asyncio.to_thread(
+            discord_fake.wait_until, lambda: DM in discord_fake.typing, what="typing…"
+        )
+        stopped = await ask(served, "/stop", 1)
+        sent = await served.sent(2)
+        stored = await served.stored()
+    assert stopped.content == "Stopped."
+    assert sent[1].content == "Stopped."  # the turn's own notice
+    assert stored[0] == ("user", "write a lot")
+    assert all(role == "user" or len(text) < 10_000 for role, text in stored)
+
+
+async def test_in_a_server_the_forget_buttons_answer_the_member_who_asked(
+    discord_fake: FakeDiscordServer, tmp_path: Path, database_url: str
+) -> None:
+    where = {"channel_id": GUILD_CHANNEL, "guild_id": GUILD}
+    async with serving_discord(discord_fake, tmp_path, database_url) as served:
+        store = served.app.state.services.memory
+        fact = NewEntry(source="manual", content="the team meets on Mondays")
+        await store.append(tenant_id="default", scope_key="", entries=[fact])
+        choose = await ask(served, f"<@{BOT_ID}> /forget", 1, mentions=[mention()], **where)
+        button = choose.components[0]["components"][0]
+        press = discord_fake.press(button["custom_id"], message_text=choose.content, **where)
+        await served.deliver(press, "INTERACTION_CREATE")  # from the member who asked
+        await until_callbacks(served, 1)
+        left = await store.read(tenant_id="default", scope_key="")
+    (forgotten,) = discord_fake.callbacks()
+    assert "member" in press and "user" not in press  # a server's press names a member
+    assert forgotten.type == 7 and "Forgotten" in forgotten.data["content"]
+    assert left.entries == ()

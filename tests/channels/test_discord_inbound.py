@@ -61,3 +61,11 @@ def _parsed(data: dict[str, Any]) -> DiscordMessage:
     message = parse({"t": "MESSAGE_CREATE", "d": data})
     assert isinstance(message, DiscordMessage)
     return message
+
+
+def test_the_package_named_discord_does_not_shadow_the_sdk() -> None:
+    """`backend/channels/discord/` imports discord.py by absolute import: the SDK, not itself."""
+    from backend.channels.discord import sdk
+
+    assert "site-packages" in (sdk.discord.__file__ or "")
+    assert sdk.discord.__version__ == "2.7.1" and hasattr(sdk.discord, "Client")

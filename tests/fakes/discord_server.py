@@ -21,7 +21,6 @@ the blocking helpers (`wait_for_*`) are meant for `asyncio.to_thread` in async t
 from __future__ import annotations
 
 import asyncio
-import itertools
 import json
 import threading
 import time
@@ -31,9 +30,12 @@ from typing import Any, Self
 
 from aiohttp import WSMsgType, web
 
+from . import discord_payloads as payloads
+from .discord_payloads import APPLICATION_ID, snowflake
+
 MAX_CONTENT = 2000
-APPLICATION_ID = "900000000000000001"
 HEARTBEAT_MS = 41_250
+MESSAGE_CONTENT = 1 << 15  # the privileged intent's bit
 
 
 @dataclass(frozen=True)
@@ -78,7 +80,10 @@ class FakeDiscordServer:
         self.identifies: list[dict[str, Any]] = []
         self.resumes: list[dict[str, Any]] = []
         self.heartbeats = 0
-        self._ids = itertools.count(1_100_000_000_000_000_000)
+        self.typing: list[str] = []
+        # Bots whose application may not have the Message Content intent: an IDENTIFY asking
+        # for it is closed with 4014, as Discord does until the Developer Portal allows it.
+        self.intents_refused: set[str] = set()  # channel ids "typing…" was shown in
         self._loop: asyncio.AbstractEventLoop | None = None
         self._runner: web.AppRunner | None = None
         self._thread: threading.Thread | None = None
@@ -145,91 +150,19 @@ class FakeDiscordServer:
         return user
 
     def snowflake(self) -> str:
-        return str(next(self._ids))
+        return snowflake()
 
-    def message(
-        self,
-        text: str,
-        *,
-        channel_id: str = "300",
-        guild_id: str | None = None,
-        author_id: str = "501",
-        author_name: str = "ada",
-        mentions: list[dict[str, Any]] | None = None,
-        attachments: list[dict[str, Any]] | None = None,
-        message_id: str | None = None,
-        bot: bool = False,
-    ) -> dict[str, Any]:
+    def message(self, text: str, **fields: Any) -> dict[str, Any]:
         """A MESSAGE_CREATE's data (a direct message unless `guild_id` is given)."""
-        author: dict[str, Any] = {
-            "id": author_id,
-            "username": author_name,
-            "discriminator": "0",
-            "avatar": None,
-        }
-        if bot:
-            author["bot"] = True
-        data: dict[str, Any] = {
-            "id": message_id or self.snowflake(),
-            "channel_id": channel_id,
-            "author": author,
-            "content": text,
-            "timestamp": "2026-12-05T04:00:00.000000+00:00",
-            "edited_timestamp": None,
-            "tts": False,
-            "mention_everyone": False,
-            "mentions": mentions or [],
-            "mention_roles": [],
-            "attachments": attachments or [],
-            "embeds": [],
-            "pinned": False,
-            "type": 0,
-        }
-        if guild_id is not None:
-            data["guild_id"] = guild_id
-            data["member"] = {"roles": [], "joined_at": "2026-01-01T00:00:00+00:00"}
-        return data
+        return payloads.message(text, **fields)
 
     def attachment(self, name: str, content_type: str = "image/png") -> dict[str, Any]:
-        return {
-            "id": self.snowflake(),
-            "filename": name,
-            "size": len(self.files.get(name, b"")),
-            "url": f"{self.base_url}/attachments/{name}",
-            "proxy_url": f"{self.base_url}/attachments/{name}",
-            "content_type": content_type,
-        }
+        size = len(self.files.get(name, b""))
+        return payloads.attachment(self.base_url, name, size, content_type)
 
-    def press(
-        self,
-        custom_id: str,
-        *,
-        user_id: str = "501",
-        channel_id: str = "300",
-        guild_id: str | None = None,
-        message_text: str = "",
-    ) -> dict[str, Any]:
+    def press(self, custom_id: str, **fields: Any) -> dict[str, Any]:
         """An INTERACTION_CREATE's data: a button pressed (type 3)."""
-        user = {"id": user_id, "username": f"user{user_id}", "discriminator": "0", "avatar": None}
-        data: dict[str, Any] = {
-            "id": self.snowflake(),
-            "application_id": APPLICATION_ID,
-            "type": 3,
-            "token": f"interaction-token-{self.snowflake()}",
-            "version": 1,
-            "channel_id": channel_id,
-            "channel": {"id": channel_id, "type": 1 if guild_id is None else 0},
-            "data": {"custom_id": custom_id, "component_type": 2},
-            "message": {"id": self.snowflake(), "channel_id": channel_id, "content": message_text},
-            "attachment_size_limit": 8_388_608,
-            "locale": "en-US",
-        }
-        if guild_id is None:
-            data["user"] = user
-        else:
-            data["guild_id"] = guild_id
-            data["member"] = {"user": user, "roles": [], "permissions": "0"}
-        return data
+        return payloads.press(custom_id, **fields)
 
     def dispatch(self, token: str, event: str, data: dict[str, Any]) -> int:
         """Dispatch `event` to `token`'s current session (sent now if connected, else on its
@@ -356,6 +289,9 @@ class FakeDiscordServer:
         if user is None:
             await socket.close(code=4004, message=b"Authentication failed.")
             return None
+        if d["token"] in self.intents_refused and int(d.get("intents", 0)) & MESSAGE_CONTENT:
+            await socket.close(code=4014, message=b"Disallowed intent(s).")
+            return None
         session = _Session(f"session-{self.snowflake()}", d["token"], seq=1)
         ready = {
             "v": 10,
@@ -408,10 +344,13 @@ class FakeDiscordServer:
         if (method, path) == ("GET", "users/@me"):
             return _json(user)
         if (method, path) == ("GET", "oauth2/applications/@me"):
-            return _json(_application(user))
+            return _json(payloads.application(user))
         parts = path.split("/")
         if method == "POST" and len(parts) == 3 and parts[0] == "channels":
             if parts[2] == "typing":
+                with self._changed:
+                    self.typing.append(parts[1])
+                    self._changed.notify_all()
                 return web.Response(status=204)
             if parts[2] == "messages":
                 return await self._send(request, token, parts[1], user)
@@ -496,18 +435,3 @@ def _rate_limited(retry_after: float, is_global: bool) -> web.Response:
     body = {"message": "You are being rate limited.", "retry_after": retry_after}
     body["global"] = is_global
     return _json(body, 429, headers)
-
-
-def _application(user: dict[str, Any]) -> dict[str, Any]:
-    return {
-        "id": APPLICATION_ID,
-        "name": user["username"],
-        "description": "",
-        "icon": None,
-        "bot_public": False,
-        "bot_require_code_grant": False,
-        "owner": {"id": "1", "username": "owner", "discriminator": "0", "avatar": None},
-        "verify_key": "0" * 64,
-        "flags": 0,
-        "summary": "",
-    }
