@@ -19,6 +19,7 @@ from pydantic import BaseModel
 from backend.channels.base import Channel
 from backend.channels.context import ChannelServices
 from backend.settings.channels import ChannelSettings, DingTalkRobotSettings, TelegramBotSettings
+from backend.settings.channels_wecom import WeComSettings
 
 
 @dataclass(frozen=True, slots=True)
@@ -31,6 +32,7 @@ class Platform:
 PLATFORMS: dict[str, Platform] = {
     "telegram": Platform("backend.channels.telegram", "TelegramChannel", TelegramBotSettings),
     "dingtalk": Platform("backend.channels.dingtalk", "DingTalkChannel", DingTalkRobotSettings),
+    "wecom": Platform("backend.channels.wecom", "WeComChannel", WeComSettings),
 }
 
 

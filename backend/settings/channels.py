@@ -14,6 +14,7 @@ from pydantic import Field, model_validator
 
 from backend.domain.tenants import DEFAULT_TENANT, TENANT_ID
 from backend.settings.base import EnvName, Strict
+from backend.settings.channels_wecom import WeComSettings
 
 BOT_NAME = TENANT_ID  # a slug too: it names a key path (`channels.<name>`) and a webhook URL
 TELEGRAM_API = "https://api.telegram.org"
@@ -132,7 +133,7 @@ class DingTalkRobotSettings(Strict):
 
 
 ChannelSettings = Annotated[
-    TelegramBotSettings | DingTalkRobotSettings, Field(discriminator="kind")
+    TelegramBotSettings | DingTalkRobotSettings | WeComSettings, Field(discriminator="kind")
 ]
 
 

@@ -218,3 +218,13 @@ async def serving_robot(
         if connected and (bot or {}).get("mode", "stream") == "stream":
             await asyncio.to_thread(dingtalk.wait_connected, CLIENT_ID)
         yield served
+
+
+# ---- WeCom (helpers in tests/channels/wecom_fixtures.py) ----------------------------------------
+
+
+@pytest.fixture
+def wecom(monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
+    from tests.channels.wecom_fixtures import running_wecom
+
+    yield from running_wecom(monkeypatch)

@@ -1,0 +1,48 @@
+"""Sending to a person's chat with a WeCom self-built app: the reply in order as markdown
+messages (what the WeCom client renders) or as text (`markdown: false`, for people who read
+the app in WeChat, which shows no app markdown), each within 2,048 bytes. Rate limits are
+waited out by the API client; a command's choices are a numbered list (a self-built app's
+messages carry no buttons that call back here)."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Sequence
+from contextlib import AbstractAsyncContextManager
+
+from backend.channels.commands import CommandReply
+from backend.channels.wecom.api import WeComApi
+from backend.channels.wecom.format import wecom_chunks
+
+
+class PersonReplies:
+    """One person's chat with the app as the bot's `ChatReplies` (no "typing…" sign)."""
+
+    def __init__(self, api: WeComApi, user_id: str, *, markdown: bool = True) -> None:
+        self._api = api
+        self._user_id = user_id
+        self._markdown = markdown
+
+    def chunks(self, text: str) -> Sequence[str]:
+        return wecom_chunks(text)
+
+    async def send(self, chunk: str) -> None:
+        kind = "markdown" if self._markdown else "text"
+        await self._api.send(self._user_id, {"msgtype": kind, kind: {"content": chunk}})
+
+    def working(self) -> AbstractAsyncContextManager[None]:
+        return contextlib.nullcontext()
+
+    async def ask(self, question: CommandReply) -> None:
+        # Never asked (the app's chats cannot approve); said as text all the same.
+        for chunk in self.chunks(question.text):
+            await self.send(chunk)
+
+    async def say(self, reply: CommandReply) -> None:
+        """A command's reply; its choices as a numbered list."""
+        text = reply.text
+        if reply.choices:
+            listed = "\n".join(f"{n}. {c.label}" for n, c in enumerate(reply.choices, start=1))
+            text += f"\n\n{listed}\n\nSend /forget <number>."
+        for chunk in self.chunks(text):
+            await self.send(chunk)
