@@ -13,13 +13,15 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping
-from typing import Any
 
 from backend.channels.platform_body import RefusedUpdate
 from backend.channels.wecom.crypto import CallbackCipher, CryptoError, signature_matches
-from backend.channels.wecom.xmlbody import read_xml
+from backend.channels.wecom.xmlbody import MAX_BYTES, read_xml
 
 MAX_SKEW_S = 300  # WeCom calls back at once and retries within seconds
+# The envelope carries the message in base64 (4/3 of its size): room for a message as large
+# as one that would be refused for its size, so that it is refused (and recorded) as such.
+ENVELOPE_BYTES = MAX_BYTES * 2
 
 
 class Forged(Exception):
@@ -45,10 +47,10 @@ class Callbacks:
         except (CryptoError, UnicodeDecodeError) as exc:
             raise Forged(f"echostr does not decrypt: {exc}") from exc
 
-    def open(self, query: Mapping[str, str], body: bytes) -> dict[str, Any]:
-        """The message a callback carries, as a dict of its XML; Forged or RefusedUpdate."""
+    def open(self, query: Mapping[str, str], body: bytes) -> bytes:
+        """The message a callback carries (its XML, to be read); Forged or RefusedUpdate."""
         try:
-            outer = read_xml(body)
+            outer = read_xml(body, limit=ENVELOPE_BYTES)
         except RefusedUpdate as exc:  # without its Encrypt, no signature can be checked
             raise Forged(exc.reason) from exc
         encrypted = outer.get("Encrypt")
@@ -56,10 +58,9 @@ class Callbacks:
             raise Forged("the body has no Encrypt")
         self._check(query, encrypted)
         try:
-            plain = self._cipher.decrypt(encrypted)
+            return self._cipher.decrypt(encrypted)
         except CryptoError as exc:
             raise RefusedUpdate(str(exc)) from exc
-        return read_xml(plain, what="the message")
 
     def _check(self, query: Mapping[str, str], encrypted: str) -> None:
         timestamp, nonce = query.get("timestamp", ""), query.get("nonce", "")

@@ -20,6 +20,7 @@ from backend.channels.wecom.api import WeComApi, WeComError
 from backend.channels.wecom.callback import Callbacks, Forged
 from backend.channels.wecom.inbound import AppMessage, message_id_of, parse, read_message
 from backend.channels.wecom.outbound import PersonReplies
+from backend.channels.wecom.xmlbody import read_xml
 from backend.chat.user_input import image_part, image_type
 from backend.domain.inbound import Sender
 from backend.domain.messages import ImagePart
@@ -71,13 +72,15 @@ class WeComChannel(PlatformBot[WeComSettings, AppMessage, str]):
         if self._callbacks is None:
             return NO_SUCH_BOT
         payload: dict[str, Any] = {}
+        message = call.body  # until decrypted: WeCom encrypts the same message anew each time
         try:
-            payload = checked_update(self._callbacks.open(call.query, call.body))
+            message = self._callbacks.open(call.query, call.body)
+            payload = checked_update(read_xml(message, what="the message"))
             platform_id = self._read(payload)
         except Forged as exc:
             return WebhookAnswer(401, error_body("unauthorized", str(exc)))
         except RefusedUpdate as exc:
-            name = self._platform_id_of(payload) or fingerprint(call.body)
+            name = self._platform_id_of(payload) or fingerprint(message)
             await self._inbox.refuse(name, payload, exc.reason)
             return refused(exc.reason)
         refusal = await self._admit(call, platform_id)

@@ -19,10 +19,10 @@ class _Refused(Exception):
     """Raised from inside expat's handlers: the parse stops there."""
 
 
-def read_xml(body: bytes, *, what: str = "the body") -> dict[str, Any]:
+def read_xml(body: bytes, *, what: str = "the body", limit: int = MAX_BYTES) -> dict[str, Any]:
     """The root element's children of `body`; RefusedUpdate when it does not read."""
-    if len(body) > MAX_BYTES:
-        raise RefusedUpdate(f"{what} has more than {MAX_BYTES} bytes")
+    if len(body) > limit:
+        raise RefusedUpdate(f"{what} has more than {limit} bytes")
     builder = _Builder()
     parser = expat.ParserCreate(encoding="utf-8")
     parser.SetParamEntityParsing(expat.XML_PARAM_ENTITY_PARSING_NEVER)
