@@ -228,3 +228,10 @@ def wecom(monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
     from tests.channels.wecom_fixtures import running_wecom
 
     yield from running_wecom(monkeypatch)
+
+
+@pytest.fixture
+def wecom_robot(monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
+    from tests.channels.wecom_fixtures import running_robot
+
+    yield from running_robot(monkeypatch)

@@ -18,6 +18,7 @@ from fastapi import FastAPI
 from backend.app import create_app
 from backend.providers.scripted import ScriptedProvider
 from tests.conftest import make_settings, serve
+from tests.fakes.wecom_robot_server import FakeRobotServer, Reply
 from tests.fakes.wecom_server import App, FakeWeComServer, Sent
 
 # WeCom's documented sample (developer.work.weixin.qq.com/document/path/90968): its corp id,
@@ -102,3 +103,76 @@ async def serving_app(
     app = create_app(settings, provider=provider)
     async with serve(app) as client:
         yield ServedApp(app, client, wecom, provider)
+
+
+# ---- the intelligent robot ---------------------------------------------------------------------
+
+BOT_ID = "aibot-test-1"
+BOT_SECRET = "aibot-secret-1"
+
+
+def running_robot(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeRobotServer]:
+    monkeypatch.setenv("WC_BOT_SECRET", BOT_SECRET)
+    with FakeRobotServer(BOT_ID, BOT_SECRET) as server:
+        yield server
+
+
+def robot_settings(robot: FakeRobotServer, **overrides: Any) -> dict[str, Any]:
+    return {
+        "kind": "wecom",
+        "mode": "robot",
+        "bot_id": BOT_ID,
+        "bot_secret_env": "WC_BOT_SECRET",
+        "allow_from": ["*"],
+        "ws_url": robot.url,
+    } | overrides
+
+
+@dataclass
+class ServedRobot:
+    app: FastAPI
+    client: httpx.AsyncClient
+    robot: FakeRobotServer
+    provider: ScriptedProvider
+
+    async def push(self, frame: dict[str, Any] | str) -> None:
+        await asyncio.to_thread(self.robot.push, frame)
+
+    async def replies(self, count: int) -> list[Reply]:
+        return await asyncio.to_thread(self.robot.wait_for_replies, count)
+
+    async def stored(self, chat: str = "ada") -> list[tuple[str, str]]:
+        sessions = self.app.state.services.sessions
+        found = await sessions.find(tenant_id="default", channel="wecom", external_key=f"wr:{chat}")
+        if found is None:
+            return []
+        messages = await self.app.state.services.messages.window(
+            tenant_id="default", session_id=found.id, start_id=0, limit=100
+        )
+        return [(m.role, m.content) for m in messages]
+
+    async def settle(self) -> None:
+        await self.app.state.channels.get("default", "wr").settle()
+
+
+@asynccontextmanager
+async def serving_robot(
+    robot: FakeRobotServer,
+    tmp_path: Path,
+    database_url: str,
+    *,
+    provider: ScriptedProvider | None = None,
+    bot: dict[str, Any] | None = None,
+    connected: bool = True,
+    **sections: Any,
+) -> AsyncIterator[ServedRobot]:
+    """Tally serving robot `wr`, once it subscribed (unless told not to wait)."""
+    settings = make_settings(
+        database_url, tmp_path, channels={"wr": bot or robot_settings(robot)}, **sections
+    )
+    provider = provider or ScriptedProvider(replies=["Hello from Tally."])
+    app = create_app(settings, provider=provider)
+    async with serve(app) as client:
+        if connected:
+            await asyncio.to_thread(robot.wait_connected)
+        yield ServedRobot(app, client, robot, provider)

@@ -1,5 +1,10 @@
 """One tenant's WeCom bot: the hooks over the bot skeleton (`channels/bot.py`).
 
+An intelligent robot (`mode: robot`) holds a long connection (`robot.py`, one process of all:
+the leader's); each message is kept (by `msgid`) as it arrives and answered on the connection.
+Its chats are a person's (`<bot>:<user id>`, memory keyed `wecom:<user id>`) or a group's
+(`<bot>:<chatid>`, the tenant's memory).
+
 A self-built app (`mode: app`): WeCom posts each message, encrypted and signed, to
 `/channels/<tenant>/<bot>` (after a `GET` that verifies the address) and waits five seconds at
 most, so the message is checked, decrypted, kept (by `MsgId`) and acknowledged at once, and
@@ -9,7 +14,7 @@ memory keyed `wecom:<user id>`): WeCom gives an app no group chat's messages.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from backend.channels.backoff import Sleep
 from backend.channels.base import NO_SUCH_BOT, WebhookAnswer, WebhookCall, error_body, refused
@@ -18,8 +23,15 @@ from backend.channels.commands import ChatRef, Request
 from backend.channels.platform_body import RefusedUpdate, checked_update, fingerprint
 from backend.channels.wecom.api import WeComApi, WeComError
 from backend.channels.wecom.callback import Callbacks, Forged
-from backend.channels.wecom.inbound import AppMessage, message_id_of, parse, read_message
-from backend.channels.wecom.outbound import PersonReplies
+from backend.channels.wecom.inbound import (
+    WeComMessage,
+    message_id_of,
+    parse,
+    parse_robot,
+    read_message,
+    robot_message_id_of,
+)
+from backend.channels.wecom.outbound import PersonReplies, RobotReplies
 from backend.channels.wecom.xmlbody import read_xml
 from backend.chat.user_input import image_part, image_type
 from backend.domain.inbound import Sender
@@ -27,10 +39,13 @@ from backend.domain.messages import ImagePart
 from backend.settings.channels_wecom import WeComSettings
 from backend.storage.channel_updates import UpdateOutcome
 
+if TYPE_CHECKING:
+    from backend.channels.wecom.robot import RobotConnection
+
 RECEIVED = ""  # WeCom's "received": an empty answer (no passive reply)
 
 
-class WeComChannel(PlatformBot[WeComSettings, AppMessage, str]):
+class WeComChannel(PlatformBot[WeComSettings, WeComMessage, str]):
     KIND = "wecom"
     PLATFORM_ERRORS = (WeComError, OSError)
     PICTURE_ERRORS = (WeComError,)
@@ -41,6 +56,13 @@ class WeComChannel(PlatformBot[WeComSettings, AppMessage, str]):
         settings = self.settings
         self._api = WeComApi(settings, sleep=sleep)
         self._callbacks: Callbacks | None = None
+        self._robot: RobotConnection | None = None
+        if settings.mode == "robot":  # only then is the robot's SDK loaded
+            from backend.channels.wecom.robot import RobotConnection
+
+            self._robot = RobotConnection(
+                settings, status=self.status, keep=self._keep_received, on_error=self._failed
+            )
         if settings.mode == "app" and settings.token() and settings.aes_key():
             self._callbacks = Callbacks(
                 settings.token() or "", settings.aes_key() or "", settings.corp_id or ""
@@ -49,9 +71,16 @@ class WeComChannel(PlatformBot[WeComSettings, AppMessage, str]):
     # ---- lifecycle ------------------------------------------------------------------------
 
     async def _receive(self) -> None:
-        """WeCom calls the app back: "connected" once it takes the app's credentials (an
-        access token), retried with backoff until it does."""
+        """A robot: its connection, as the leader. An app: WeCom calls it back, so "connected"
+        once WeCom takes its credentials (an access token), retried with backoff until then."""
+        if self._robot is not None:
+            await self._as_leader(self._robot.run)
+            return
         await self._until_it_works("connect", self._api.access_token, errors=(WeComError,))
+
+    async def _stop_receiving(self) -> None:
+        if self._robot is not None:
+            self._robot.close()
 
     async def _close(self) -> None:
         await self._api.aclose()
@@ -109,33 +138,42 @@ class WeComChannel(PlatformBot[WeComSettings, AppMessage, str]):
         return None
 
     def _platform_id_of(self, payload: object) -> str | None:
-        return message_id_of(payload) if isinstance(payload, dict) else None
+        if not isinstance(payload, dict):
+            return None
+        return robot_message_id_of(payload) if self._robot else message_id_of(payload)
 
     def _read(self, payload: dict[str, Any]) -> str:
-        return parse(payload).message_id
+        return self._parse(payload).message_id
 
-    async def _message(self, payload: dict[str, Any]) -> AppMessage | UpdateOutcome:
-        return parse(payload)
+    async def _message(self, payload: dict[str, Any]) -> WeComMessage | UpdateOutcome:
+        return self._parse(payload)
+
+    def _parse(self, payload: dict[str, Any]) -> WeComMessage:
+        return parse_robot(payload) if self._robot else parse(payload)
 
     # ---- answering ------------------------------------------------------------------------
 
-    def _request(self, message: AppMessage) -> Request:
+    def _request(self, message: WeComMessage) -> Request:
         return read_message(message, self.settings)
 
-    def _chat_of(self, message: AppMessage) -> ChatRef:
+    def _chat_of(self, message: WeComMessage) -> ChatRef:
+        if message.is_group:
+            return self._chat(message.chat_id, None)
         return self._chat(message.user_id, message.user_key)
 
-    def _replies(self, message: AppMessage) -> PersonReplies:
+    def _replies(self, message: WeComMessage) -> PersonReplies | RobotReplies:
+        if self._robot is not None and message.frame is not None:
+            return RobotReplies(self._robot, message.frame)
         return PersonReplies(self._api, message.user_id, markdown=self.settings.markdown)
 
-    def _envelope(self, message: AppMessage) -> Envelope:
+    def _envelope(self, message: WeComMessage) -> Envelope:
         return Envelope(
             message_id=message.message_id,
             sender=Sender(message.user_id, message.user_id),
-            is_group=False,
+            is_group=message.is_group,
         )
 
-    async def _pictures(self, message: AppMessage) -> tuple[ImagePart, ...]:
+    async def _pictures(self, message: WeComMessage) -> tuple[ImagePart, ...]:
         images = []
         for media_id in message.pictures:
             raw = await self._api.download(media_id)

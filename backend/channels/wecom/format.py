@@ -8,6 +8,7 @@ from __future__ import annotations
 from backend.channels.chunking import Block, pack, pieces
 
 MAX_BYTES = 2_048
+ROBOT_MAX_BYTES = 20_000  # a robot's stream message holds 20,480 bytes
 
 
 def wecom_chunks(markdown: str, *, limit: int = MAX_BYTES) -> list[str]:

@@ -1,17 +1,19 @@
-"""What a message to a WeCom self-built app asks of the bot: nothing (not allowed, an event),
-a command, or a turn, with the text and the pictures' media ids.
+"""What a message to a WeCom bot asks of it: nothing (not allowed, an event, a group message
+not for it), a command, or a turn, with the text and the pictures' media ids.
 
-The message is WeCom's decrypted XML read into a dict (`xmlbody.py`); the fields the bot acts
-on are then read strictly (ids bounded strings, times digits in range). Anything that does
-not read is a `RefusedUpdate`. A self-built app receives only what people send it in their
-private chat with it (WeCom delivers no group chat's messages to an app), so every message
-is a private one, keyed by its person.
+A self-built app's message is WeCom's decrypted XML read into a dict (`xmlbody.py`); an
+intelligent robot's is a JSON frame. The fields the bot acts on are read strictly (ids bounded
+strings, times digits in range); anything that does not read is a `RefusedUpdate`. A
+self-built app receives only what people send it in their private chat with it (WeCom
+delivers no group chat's messages to an app), so each of its messages is a private one, keyed
+by its person; a robot is in private chats and in groups.
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -21,13 +23,16 @@ from backend.settings.channels_wecom import WeComSettings
 
 Id = Annotated[str, Field(min_length=1, max_length=200)]  # kept in 200-character columns
 Short = Annotated[str, Field(max_length=256)]
+MENTION = re.compile(r"^\s*(@\S+\s*)+")
 Digits = Annotated[str, Field(pattern=r"^[0-9]{1,20}$")]  # times, ids (MsgId is a uint64), agents
 
 
-class _Fields(BaseModel):
+class _Strict(BaseModel):
     # strict: a nested element where text belongs is refused; other fields are kept as sent.
     model_config = ConfigDict(strict=True, extra="allow")
 
+
+class _Fields(_Strict):
     ToUserName: Short = ""
     FromUserName: Id
     CreateTime: Digits
@@ -40,14 +45,20 @@ class _Fields(BaseModel):
 
 
 @dataclass(frozen=True, slots=True)
-class AppMessage:
-    """The parts of a message to the app a bot acts on."""
+class WeComMessage:
+    """The parts of a message to the app or the robot a bot acts on."""
 
-    message_id: str  # MsgId, or for an event one made of its sender, time and kind
+    message_id: str  # MsgId (msgid), or for an app's event one made of who, when and what
     user_id: str
     msgtype: str
     text: str
-    pictures: tuple[str, ...]  # media ids
+    pictures: tuple[str, ...] = ()  # media ids
+    chat_id: str = ""  # a robot's group chat
+    frame: dict[str, Any] | None = None  # a robot's message as received: its reply answers it
+
+    @property
+    def is_group(self) -> bool:
+        return bool(self.chat_id)
 
     @property
     def user_key(self) -> str:
@@ -61,8 +72,8 @@ def message_id_of(data: dict[str, Any]) -> str | None:
     return value if isinstance(value, str) and value.isdigit() and len(value) <= 20 else None
 
 
-def parse(data: dict[str, Any]) -> AppMessage:
-    """`data` as an AppMessage; RefusedUpdate when it is not one."""
+def parse(data: dict[str, Any]) -> WeComMessage:
+    """`data` as an WeComMessage; RefusedUpdate when it is not one."""
     try:
         fields = _Fields.model_validate(data)
     except ValidationError as exc:
@@ -76,7 +87,7 @@ def parse(data: dict[str, Any]) -> AppMessage:
     else:
         message_id = fields.MsgId
     pictures = (fields.MediaId,) if fields.MsgType == "image" and fields.MediaId else ()
-    return AppMessage(
+    return WeComMessage(
         message_id=message_id[:200],
         user_id=fields.FromUserName,
         msgtype=fields.MsgType,
@@ -85,10 +96,63 @@ def parse(data: dict[str, Any]) -> AppMessage:
     )
 
 
-def read_message(message: AppMessage, settings: WeComSettings) -> Request:
-    """What `message` asks, under the app's `allow_from` (WeCom user ids)."""
+class _RobotText(_Strict):
+    content: Annotated[str, Field(max_length=65_536)] = ""
+
+
+class _RobotFrom(_Strict):
+    userid: Id
+
+
+class _RobotBody(_Strict):
+    msgid: Id
+    chattype: Literal["single", "group"] = "single"
+    chatid: Short = ""
+    msgtype: Short
+    text: _RobotText | None = None
+    sender: _RobotFrom = Field(alias="from")
+
+
+class _RobotFrame(_Strict):
+    cmd: Short
+    body: _RobotBody
+
+
+def robot_message_id_of(frame: dict[str, Any]) -> str | None:
+    body = frame.get("body")
+    value = body.get("msgid") if isinstance(body, dict) else None
+    return value if isinstance(value, str) and 0 < len(value) <= 200 else None
+
+
+def parse_robot(frame: dict[str, Any]) -> WeComMessage:
+    """A robot's message frame as a WeComMessage; RefusedUpdate when it is not one."""
+    try:
+        fields = _RobotFrame.model_validate(frame)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(part) for part in first["loc"])
+        raise RefusedUpdate(f"not a WeCom robot message: {where}: {first['msg']}") from exc
+    body = fields.body
+    if body.chattype == "group" and not body.chatid:
+        raise RefusedUpdate("not a WeCom robot message: a group message without its chatid")
+    text = body.text.content if body.text is not None and body.msgtype == "text" else ""
+    if body.chattype == "group":  # WeCom leaves the robot's @name in the text
+        text = MENTION.sub("", text)
+    return WeComMessage(
+        message_id=body.msgid,
+        user_id=body.sender.userid,
+        msgtype=body.msgtype if fields.cmd == "aibot_msg_callback" else "event",
+        text=text.strip(),
+        chat_id=body.chatid if body.chattype == "group" else "",
+        frame=frame,
+    )
+
+
+def read_message(message: WeComMessage, settings: WeComSettings) -> Request:
+    """What `message` asks, under the bot's `allow_from` (WeCom user ids). In a group, WeCom
+    gives a robot only the messages that @mention it, so `group_policy` changes nothing."""
     if message.msgtype not in ("text", "image"):
-        return None  # events (entering the app), voice, video, location: nothing to answer
+        return None  # events (entering the chat), voice, video, location: nothing to answer
     if not is_allowed((message.user_id,), settings.allow_from):
         return None
     if message.text.startswith("/"):

@@ -9,10 +9,14 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Sequence
 from contextlib import AbstractAsyncContextManager
+from typing import TYPE_CHECKING, Any
 
 from backend.channels.commands import CommandReply
 from backend.channels.wecom.api import WeComApi
-from backend.channels.wecom.format import wecom_chunks
+from backend.channels.wecom.format import ROBOT_MAX_BYTES, wecom_chunks
+
+if TYPE_CHECKING:  # the robot's SDK is loaded only for a robot
+    from backend.channels.wecom.robot import RobotConnection
 
 
 class PersonReplies:
@@ -39,10 +43,40 @@ class PersonReplies:
             await self.send(chunk)
 
     async def say(self, reply: CommandReply) -> None:
-        """A command's reply; its choices as a numbered list."""
-        text = reply.text
-        if reply.choices:
-            listed = "\n".join(f"{n}. {c.label}" for n, c in enumerate(reply.choices, start=1))
-            text += f"\n\n{listed}\n\nSend /forget <number>."
-        for chunk in self.chunks(text):
+        for chunk in self.chunks(numbered(reply)):
             await self.send(chunk)
+
+
+class RobotReplies:
+    """One chat of an intelligent robot (a person's, or a group's): each message a finished
+    stream message (what WeCom shows a robot's answer as, Markdown rendered) answering the
+    message's `req_id` on the long connection."""
+
+    def __init__(self, robot: RobotConnection, frame: dict[str, Any]) -> None:
+        self._robot = robot
+        self._frame = frame
+
+    def chunks(self, text: str) -> Sequence[str]:
+        return wecom_chunks(text, limit=ROBOT_MAX_BYTES)
+
+    async def send(self, chunk: str) -> None:
+        await self._robot.reply_stream(self._frame, chunk)
+
+    def working(self) -> AbstractAsyncContextManager[None]:
+        return contextlib.nullcontext()
+
+    async def ask(self, question: CommandReply) -> None:
+        for chunk in self.chunks(question.text):
+            await self.send(chunk)
+
+    async def say(self, reply: CommandReply) -> None:
+        for chunk in self.chunks(numbered(reply)):
+            await self.send(chunk)
+
+
+def numbered(reply: CommandReply) -> str:
+    """A command's reply with its choices as a numbered list (answered `/forget <number>`)."""
+    if not reply.choices:
+        return reply.text
+    listed = "\n".join(f"{n}. {c.label}" for n, c in enumerate(reply.choices, start=1))
+    return f"{reply.text}\n\n{listed}\n\nSend /forget <number>."
