@@ -12,6 +12,7 @@ from tests.cli.runner import config, tally
 from tests.conftest import ROOT
 from tests.fakes.dingtalk_server import FakeDingTalkServer
 from tests.fakes.telegram_server import FakeTelegramServer
+from tests.fakes.wecom_robot_server import FakeRobotServer
 from tests.fakes.wecom_server import App as WeComApp
 from tests.fakes.wecom_server import FakeWeComServer
 
@@ -238,3 +239,33 @@ def test_each_wecom_app_is_asked_for_a_token_and_itself_and_refused_or_unreachab
     assert "FAIL  bot tenants.acme.channels.down: cannot reach 127.0.0.1:" in out
     assert sorted(asked).count("/cgi-bin/gettoken") == 3  # once each answering app, no retries
     assert sorted(asked).count("/cgi-bin/agent/get") == 2
+
+
+def test_each_wecom_robot_subscribes_once_and_refused_or_unreachable_ones_fail(
+    tmp_path: Path, refused_port: int
+) -> None:
+    with FakeRobotServer("aib-good", "robot-secret") as robot:
+
+        def bot(name: str, url: str) -> str:
+            return (
+                f"{{kind: wecom, mode: robot, bot_id: aib-{name},"
+                f" bot_secret_env: {name.upper()}_WR, ws_url: '{url}'}}"
+            )
+
+        path = config(
+            tmp_path,
+            f"channels:\n  good: {bot('good', robot.url)}\n"
+            "tenants:\n  acme:\n    channels:\n"
+            f"      wrong: {bot('wrong', robot.url)}\n"
+            f"      down: {bot('down', f'ws://127.0.0.1:{refused_port}')}\n",
+        )
+        env = {"GOOD_WR": "robot-secret", "WRONG_WR": "rotated", "DOWN_WR": "x"}
+        result = tally("--config", str(path), "doctor", env=env)
+        subscribed = [s["secret"] for s in robot.subscribes]
+    out = result.stdout
+    assert result.returncode == 1, out
+    assert "ok    bot channels.good: robot aib-good, subscribed" in out
+    assert "FAIL  bot tenants.acme.channels.wrong:" in out and "40001" in out
+    assert "FAIL  bot tenants.acme.channels.down: cannot reach ws://127.0.0.1:" in out
+    assert "fix: check bot_id, WRONG_WR and ws_url" in out
+    assert sorted(subscribed) == ["robot-secret", "rotated"]  # once each, no retries

@@ -1,5 +1,6 @@
-"""`tally doctor`'s look at a WeCom app: does WeCom take its credentials (`gettoken`), and
-which app is it (`agent/get`)."""
+"""`tally doctor`'s look at a WeCom bot. An app: does WeCom take its credentials (`gettoken`),
+and which app is it (`agent/get`). A robot: what WeCom answers its subscription on the long
+connection."""
 
 from __future__ import annotations
 
@@ -9,6 +10,10 @@ from backend.settings.channels_wecom import WeComSettings
 
 async def whoami(settings: WeComSettings) -> str:
     """`app <name> (agent <id>)`, or OSError / ValueError saying why WeCom would not answer."""
+    if settings.mode == "robot":
+        from backend.channels.wecom.robot import subscribe_once  # its SDK only for a robot
+
+        return await subscribe_once(settings)
     api = WeComApi(settings, attempts=1)  # doctor reports; serving retries
     try:
         agent = await api.agent()

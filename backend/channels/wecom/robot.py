@@ -99,6 +99,48 @@ class RobotConnection:
             self._on_error("receive", exc)
 
 
+async def subscribe_once(settings: WeComSettings, *, timeout_s: float = 10.0) -> str:
+    """`tally doctor`'s look: open the connection once and subscribe; what WeCom said, or
+    ValueError (it refused the id or secret) / OSError (unreachable, or no answer)."""
+    if settings.ws_url.startswith("ws://"):
+        aibot.ws._SSL_CONTEXT = None
+    said: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+
+    def failed(error: BaseException) -> None:
+        if not said.done():
+            said.set_exception(error)
+
+    def subscribed() -> None:
+        if not said.done():
+            said.set_result(None)
+
+    client = WSClient(
+        WSClientOptions(
+            bot_id=settings.bot_id or "",
+            secret=settings.bot_secret() or "",
+            ws_url=settings.ws_url,
+            max_reconnect_attempts=0,  # doctor reports; serving retries
+            logger=_Logger(),
+        )
+    )
+    client.on("authenticated", subscribed)
+    client.on("error", failed)
+    try:
+        await client.connect()
+        await asyncio.wait_for(said, timeout_s)
+    except TimeoutError as exc:
+        raise OSError(
+            f"{settings.ws_url} did not answer the subscription in {timeout_s:.0f} s"
+        ) from exc
+    except Exception as exc:
+        if str(exc).startswith("Authentication failed"):
+            raise ValueError(f"{settings.ws_url} refused the robot: {exc}") from exc
+        raise OSError(f"cannot reach {settings.ws_url}: {exc}") from exc
+    finally:
+        client.disconnect()
+    return f"robot {settings.bot_id}, subscribed"
+
+
 class _Logger:
     """The SDK's log lines, into ours."""
 
