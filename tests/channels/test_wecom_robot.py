@@ -84,9 +84,11 @@ async def test_allow_from_and_commands_by_number(
         store = served.app.state.services.memory
         facts = [NewEntry(source="manual", content=c) for c in ("Ada keeps bees", "Ada sails")]
         await store.append(tenant_id="default", scope_key="", entries=facts)
-        choose = await ask(served, "/forget", 1)
-        forgotten = await ask(served, "/forget 1", 2)
+        await served.push(wecom_robot.message("/forget"))
+        (card,) = await served.replies(1)
+        forgotten = await ask(served, "/forget 1", 2)  # typed instead of pressed
         await served.settle()
+    choose = card.body["template_card"]["sub_title_text"]
     assert "1. " in choose and "/forget <number>" in choose
     assert forgotten.startswith("Forgotten.")
     assert len(wecom_robot.replies()) == 2  # eve's message was kept and ignored
@@ -105,3 +107,28 @@ async def test_a_robot_whose_secret_is_refused_is_not_connected_and_says_why(
         status = channel.status
     assert status.is_connected is False
     assert "Authentication failed" in (status.last_error or "") and "40001" in status.last_error
+
+
+async def test_forget_offers_a_template_card_whose_button_forgets(
+    wecom_robot: FakeRobotServer, tmp_path: Path, database_url: str
+) -> None:
+    async with serving_robot(wecom_robot, tmp_path, database_url) as served:
+        store = served.app.state.services.memory
+        facts = [NewEntry(source="manual", content=c) for c in ("Ada keeps bees", "Ada sails")]
+        await store.append(tenant_id="default", scope_key="", entries=facts)
+        await served.push(wecom_robot.message("/forget"))
+        (card,) = await served.replies(1)
+        buttons = card.body["template_card"]["button_list"]
+        first = buttons[0]
+        await served.push(wecom_robot.press(card, first["key"]))
+        _, updated = await served.replies(2)
+        left = await store.read(tenant_id="default", scope_key="")
+    assert card.msgtype == "template_card"
+    assert card.body["template_card"]["card_type"] == "button_interaction"
+    assert len(buttons) == 2 and first["text"].startswith("1. ")
+    assert "1. Ada keeps bees" in card.body["template_card"]["sub_title_text"]
+    assert updated.msgtype == "update_template_card"
+    notice = updated.body["template_card"]
+    assert notice["task_id"] == card.body["template_card"]["task_id"]
+    assert notice["sub_title_text"] == "Forgotten."
+    assert [e.content for e in left.entries] == ["Ada sails"]

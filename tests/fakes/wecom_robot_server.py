@@ -77,6 +77,28 @@ class FakeRobotServer:
         req_id = f"req-{secrets.token_hex(8)}"
         return {"cmd": "aibot_msg_callback", "headers": {"req_id": req_id}, "body": body}
 
+    def press(self, card: Reply, key: str, *, user: str = "ada") -> dict[str, Any]:
+        """The event frame WeCom pushes when `user` presses the button `key` of `card`."""
+        template_card = card.body["template_card"]
+        event = {
+            "eventtype": "template_card_event",
+            "template_card_event": {
+                "card_type": template_card["card_type"],
+                "event_key": key,
+                "task_id": template_card["task_id"],
+            },
+        }
+        body = {
+            "msgid": secrets.token_hex(16),
+            "aibotid": self.bot_id,
+            "chattype": "single",
+            "from": {"userid": user},
+            "msgtype": "event",
+            "event": event,
+        }
+        req_id = f"req-{secrets.token_hex(8)}"
+        return {"cmd": "aibot_event_callback", "headers": {"req_id": req_id}, "body": body}
+
     def push(self, frame: dict[str, Any] | str) -> None:
         """Send `frame` (or raw text) to the newest authenticated connection."""
         self.wait_until(lambda s: bool(s._links), "an authenticated connection")
@@ -164,12 +186,12 @@ class FakeRobotServer:
                 if ok:
                     self._links.append(connection)
                 self._changed.notify_all()
-        elif cmd in ("aibot_respond_msg", "aibot_send_msg"):
+        elif cmd in ("aibot_respond_msg", "aibot_send_msg", "aibot_respond_update_msg"):
             body = frame.get("body", {})
             stream = body.get("stream", {})
             reply = Reply(
                 req_id,
-                str(body.get("msgtype")),
+                str(body.get("msgtype") or body.get("response_type")),
                 str(stream.get("id", "")),
                 bool(stream.get("finish")),
                 str(stream.get("content") or body.get("markdown", {}).get("content", "")),

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 from backend.channels.backoff import Sleep
 from backend.channels.base import NO_SUCH_BOT, WebhookAnswer, WebhookCall, error_body, refused
 from backend.channels.bot import Envelope, PlatformBot
-from backend.channels.commands import ChatRef, Request
+from backend.channels.commands import ChatRef, Request, is_allowed
 from backend.channels.platform_body import RefusedUpdate, checked_update, fingerprint
 from backend.channels.wecom.api import WeComApi, WeComError
 from backend.channels.wecom.callback import Callbacks, Forged
@@ -31,7 +31,7 @@ from backend.channels.wecom.inbound import (
     read_message,
     robot_message_id_of,
 )
-from backend.channels.wecom.outbound import PersonReplies, RobotReplies
+from backend.channels.wecom.outbound import PersonReplies, RobotReplies, result_card
 from backend.channels.wecom.xmlbody import read_xml
 from backend.chat.user_input import image_part, image_type
 from backend.domain.inbound import Sender
@@ -146,7 +146,21 @@ class WeComChannel(PlatformBot[WeComSettings, WeComMessage, str]):
         return self._parse(payload).message_id
 
     async def _message(self, payload: dict[str, Any]) -> WeComMessage | UpdateOutcome:
-        return self._parse(payload)
+        message = self._parse(payload)
+        if message.press and self._robot is not None and message.frame is not None:
+            return await self._press(message, self._robot, message.frame)
+        return message
+
+    async def _press(
+        self, message: WeComMessage, robot: RobotConnection, frame: dict[str, Any]
+    ) -> UpdateOutcome:
+        """A robot's card button pressed: the choice made, and the card replaced by what it did."""
+        if not is_allowed((message.user_id,), self.settings.allow_from):
+            return "ignored"
+        said = await self._commands.press(message.press, self._chat_of(message))
+        await robot.update_card(frame, result_card(message.task_id, said))
+        self._count_reply()
+        return "answered"
 
     def _parse(self, payload: dict[str, Any]) -> WeComMessage:
         return parse_robot(payload) if self._robot else parse(payload)

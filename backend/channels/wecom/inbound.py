@@ -55,6 +55,8 @@ class WeComMessage:
     pictures: tuple[str, ...] = ()  # media ids
     chat_id: str = ""  # a robot's group chat
     frame: dict[str, Any] | None = None  # a robot's message as received: its reply answers it
+    press: str = ""  # a robot's template card button pressed: the choice's data
+    task_id: str = ""  # and the card's task id
 
     @property
     def is_group(self) -> bool:
@@ -104,6 +106,16 @@ class _RobotFrom(_Strict):
     userid: Id
 
 
+class _CardEvent(_Strict):
+    event_key: Annotated[str, Field(max_length=1024)] = ""
+    task_id: Annotated[str, Field(max_length=128)] = ""
+
+
+class _RobotEvent(_Strict):
+    eventtype: Short = ""
+    template_card_event: _CardEvent | None = None
+
+
 class _RobotBody(_Strict):
     msgid: Id
     chattype: Literal["single", "group"] = "single"
@@ -111,6 +123,7 @@ class _RobotBody(_Strict):
     msgtype: Short
     text: _RobotText | None = None
     sender: _RobotFrom = Field(alias="from")
+    event: _RobotEvent | None = None
 
 
 class _RobotFrame(_Strict):
@@ -138,6 +151,7 @@ def parse_robot(frame: dict[str, Any]) -> WeComMessage:
     text = body.text.content if body.text is not None and body.msgtype == "text" else ""
     if body.chattype == "group":  # WeCom leaves the robot's @name in the text
         text = MENTION.sub("", text)
+    card = body.event.template_card_event if body.event is not None else None
     return WeComMessage(
         message_id=body.msgid,
         user_id=body.sender.userid,
@@ -145,6 +159,8 @@ def parse_robot(frame: dict[str, Any]) -> WeComMessage:
         text=text.strip(),
         chat_id=body.chatid if body.chattype == "group" else "",
         frame=frame,
+        press=card.event_key if card is not None else "",
+        task_id=card.task_id if card is not None else "",
     )
 
 

@@ -7,6 +7,7 @@ messages carry no buttons that call back here)."""
 from __future__ import annotations
 
 import contextlib
+import secrets
 from collections.abc import Sequence
 from contextlib import AbstractAsyncContextManager
 from typing import TYPE_CHECKING, Any
@@ -14,6 +15,11 @@ from typing import TYPE_CHECKING, Any
 from backend.channels.commands import CommandReply
 from backend.channels.wecom.api import WeComApi
 from backend.channels.wecom.format import ROBOT_MAX_BYTES, wecom_chunks
+
+MAX_BUTTONS = 6  # a button_interaction card's
+TITLE_CHARS = 36
+BUTTON_CHARS = 10
+CARD_TEXT_CHARS = 1_000
 
 if TYPE_CHECKING:  # the robot's SDK is loaded only for a robot
     from backend.channels.wecom.robot import RobotConnection
@@ -70,8 +76,39 @@ class RobotReplies:
             await self.send(chunk)
 
     async def say(self, reply: CommandReply) -> None:
+        """A command's reply; its choices as a template card's buttons (a numbered list too,
+        answered `/forget <number>`, where there are more than a card holds)."""
+        if reply.choices and len(reply.choices) <= MAX_BUTTONS:
+            await self._robot.reply_card(self._frame, choice_card(reply))
+            return
         for chunk in self.chunks(numbered(reply)):
             await self.send(chunk)
+
+
+def choice_card(reply: CommandReply) -> dict[str, Any]:
+    """A `button_interaction` card: the reply and its numbered choices, a button each (its
+    key the choice's data, which the press brings back)."""
+    title, _, rest = numbered(reply).partition("\n")  # the list says how to answer by text too
+    return {
+        "card_type": "button_interaction",
+        "main_title": {"title": title[:TITLE_CHARS]},
+        "sub_title_text": rest.strip()[:CARD_TEXT_CHARS],
+        "button_list": [
+            {"text": f"{n}. {c.label}"[:BUTTON_CHARS], "style": 1, "key": c.data}
+            for n, c in enumerate(reply.choices, start=1)
+        ],
+        "task_id": f"tally-{secrets.token_hex(8)}",
+    }
+
+
+def result_card(task_id: str, said: str) -> dict[str, Any]:
+    """What a pressed card becomes: what the press did, and no more buttons."""
+    return {
+        "card_type": "text_notice",
+        "main_title": {"title": said.split("\n", 1)[0][:TITLE_CHARS]},
+        "sub_title_text": said[:CARD_TEXT_CHARS],
+        "task_id": task_id,
+    }
 
 
 def numbered(reply: CommandReply) -> str:

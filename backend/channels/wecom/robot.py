@@ -78,6 +78,14 @@ class RobotConnection:
         stream_id = f"tally-{asyncio.get_running_loop().time():.6f}"
         await self._sent(self._client.reply_stream(frame, stream_id, content, finish=True))
 
+    async def reply_card(self, frame: dict[str, Any], card: dict[str, Any]) -> None:
+        """A template card (buttons) answering `frame`'s message."""
+        await self._sent(self._client.reply_template_card(frame, card))
+
+    async def update_card(self, frame: dict[str, Any], card: dict[str, Any]) -> None:
+        """The card a button of was pressed (`frame`, the press) replaced by `card`."""
+        await self._sent(self._client.update_template_card(frame, card))
+
     async def _sent(self, reply: Awaitable[Any]) -> None:
         try:
             await reply
