@@ -35,6 +35,7 @@ from tests.channels.conftest import signed
 from tests.conftest import make_settings, serve
 from tests.fakes.dingtalk_server import FakeDingTalkServer
 from tests.fakes.telegram_server import FakeTelegramServer
+from tests.fakes.wecom_robot_server import FakeRobotServer
 from tests.fakes.wecom_server import App as WeComApp
 from tests.fakes.wecom_server import FakeWeComServer
 from tests.prompt_text import prompt_text
@@ -472,3 +473,53 @@ async def test_two_tenants_wecom_apps_never_share_a_key_a_session_or_an_app(
         assert f"{other}-1234" not in repr(requests[tenant])
         assert sessions[tenant][1] == [("user", QUESTION), ("assistant", f"{tenant} answers")]
     assert sessions["acme"][0] != sessions["globex"][0]
+
+
+async def test_two_tenants_wecom_robots_never_share_a_chat_or_a_connection(
+    tmp_path: Path, database_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The same user and msgid to each tenant's robot (each its own long connection)."""
+    with (
+        FakeRobotServer("aib-acme", "acme-robot-secret") as acme,
+        FakeRobotServer("aib-globex", "globex-robot-secret") as globex,
+    ):
+        robots = {"acme": acme, "globex": globex}
+        for tenant, robot in robots.items():
+            monkeypatch.setenv(f"{tenant.upper()}_WR_SECRET", robot.secret)
+        bots = {
+            tenant: {
+                "wr": {
+                    "kind": "wecom",
+                    "mode": "robot",
+                    "bot_id": robot.bot_id,
+                    "bot_secret_env": f"{tenant.upper()}_WR_SECRET",
+                    "allow_from": ["*"],
+                    "ws_url": robot.url,
+                }
+            }
+            for tenant, robot in robots.items()
+        }
+        settings = dingtalk_settings(database_url, tmp_path, "user", bots)
+        provider = ScriptedProvider(replies=["(unscripted)"])
+        app = create_app(settings, provider=provider)
+        async with serve(app):
+            provider.push("acme answers", "globex answers")
+            for tenant, robot in robots.items():
+                await asyncio.to_thread(robot.wait_connected)
+                await asyncio.to_thread(robot.push, robot.message(QUESTION, msgid="same-msgid-1"))
+                await asyncio.to_thread(robot.wait_for_replies, 1)
+                await app.state.channels.get(tenant, "wr").settle()
+            stored = {}
+            for tenant in robots:
+                found = await app.state.services.sessions.find(
+                    tenant_id=tenant, channel="wecom", external_key="wr:ada"
+                )
+                assert found is not None and found.user_key == "wecom:ada"
+                window = await app.state.services.messages.window(
+                    tenant_id=tenant, session_id=found.id, start_id=0, limit=10
+                )
+                stored[tenant] = [(m.role, m.content) for m in window]
+    assert [r.content for r in acme.replies()] == ["acme answers"]
+    assert [r.content for r in globex.replies()] == ["globex answers"]
+    for tenant in robots:
+        assert stored[tenant] == [("user", QUESTION), ("assistant", f"{tenant} answers")]
