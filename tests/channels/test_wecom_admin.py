@@ -1,7 +1,8 @@
 """WeCom apps set through the admin API: a tenant created with an app takes its callbacks at
 once, a change restarts it, removing it stops it (its path answers like any unknown bot), and
 an app that could not run (a secret not set, a key not an EncodingAESKey, the same app as
-another bot) is refused (422) before anything is stored."""
+another bot) is refused (422) before anything is stored. A robot set the same way connects at
+once and disconnects when removed."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ import pytest
 
 from tests.api.test_auth import ADMIN_KEY, bearer
 from tests.channels.wecom_fixtures import APP, ServedApp, app_settings, serving_app
+from tests.fakes.wecom_robot_server import FakeRobotServer
 from tests.fakes.wecom_server import App, FakeWeComServer
 
 OPERATOR = bearer(ADMIN_KEY)
@@ -130,3 +132,40 @@ async def test_an_app_that_could_not_run_is_refused_and_nothing_is_stored(
     assert "acme" not in {t["id"] for t in tenants["tenants"]}
     assert running == [("default", "wc", "app")]
     assert reply.content == "Hello from Tally."
+
+
+async def test_a_robot_set_through_the_admin_api_connects_and_disconnects_when_removed(
+    wecom: FakeWeComServer,
+    tmp_path: Path,
+    database_url: str,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("ACME_WR_SECRET", "acme-robot-secret")
+    with FakeRobotServer("aib-acme", "acme-robot-secret") as robot:
+        helper = {
+            "kind": "wecom",
+            "mode": "robot",
+            "bot_id": "aib-acme",
+            "bot_secret_env": "ACME_WR_SECRET",
+            "allow_from": ["*"],
+            "ws_url": robot.url,
+        }
+        async with serving_app(wecom, tmp_path, database_url, auth={"mode": "keys"}) as served:
+            created = await served.client.post(
+                "/api/admin/tenants",
+                headers=OPERATOR,
+                json={"id": "acme", "settings": {"channels": {"helper": helper}}},
+            )
+            assert created.status_code == 201, created.text
+            await asyncio.to_thread(robot.wait_connected)
+            await asyncio.to_thread(robot.push, robot.message("hello acme"))
+            (reply,) = await asyncio.to_thread(robot.wait_for_replies, 1)
+            running = await bots(served)
+            removed = await served.client.patch(
+                "/api/admin/tenants/acme", headers=OPERATOR, json={"settings": {"channels": {}}}
+            )
+            await asyncio.to_thread(robot.wait_until, lambda r: r.open_links() == 0, "no link")
+            listed = await bots(served)
+    assert reply.content == "Hello from Tally."
+    assert running == [("acme", "helper", "robot"), ("default", "wc", "app")]
+    assert removed.status_code == 200 and listed == [("default", "wc", "app")]

@@ -108,6 +108,11 @@ class FakeRobotServer:
         assert self._loop is not None
         asyncio.run_coroutine_threadsafe(link.send(data), self._loop).result(30)
 
+    def open_links(self) -> int:
+        """How many authenticated connections are open now."""
+        with self._changed:
+            return len(self._links)
+
     def replies(self) -> list[Reply]:
         with self._changed:
             return list(self._replies)
