@@ -8,8 +8,10 @@ import asyncio
 from pathlib import Path
 
 import pytest
+from sqlalchemy import select
 
 from backend.memory.entries import NewEntry
+from backend.storage.tables import channel_updates
 from tests.channels.wecom_fixtures import (
     BOT_ID,
     BOT_SECRET,
@@ -132,3 +134,36 @@ async def test_forget_offers_a_template_card_whose_button_forgets(
     assert notice["task_id"] == card.body["template_card"]["task_id"]
     assert notice["sub_title_text"] == "Forgotten."
     assert [e.content for e in left.entries] == ["Ada sails"]
+
+
+async def test_bad_frames_are_refused_and_recorded_and_the_robot_answers_the_next(
+    wecom_robot: FakeRobotServer, tmp_path: Path, database_url: str
+) -> None:
+    def broken(**body: object) -> dict[str, object]:
+        frame = wecom_robot.message("hi")
+        frame["body"] = {**frame["body"], **body}
+        return frame
+
+    bad = [
+        broken(msgid={"an": "object"}),
+        broken(msgid=""),
+        broken(chattype="group"),  # without its chatid
+        broken(chattype="channel"),
+        broken(text={"content": {"nested": 1}}),
+        broken(**{"from": "ada"}),
+        broken(create_time=float("inf")),
+    ]
+    async with serving_robot(wecom_robot, tmp_path, database_url) as served:
+        await served.push("{not json")  # the SDK drops what it cannot parse
+        for frame in bad:
+            await served.push(frame)
+        said = await ask(served, "still there?", 1)
+        await served.settle()
+        async with served.app.state.services.database.read() as conn:
+            refused = (
+                await conn.execute(
+                    select(channel_updates.c.error).where(channel_updates.c.status == "refused")
+                )
+            ).all()
+    assert said == "Hello from Tally."
+    assert len(refused) == len(bad) and all(row.error for row in refused)
