@@ -22,6 +22,7 @@ from backend.settings.channels import ChannelSettings, DingTalkRobotSettings, Te
 from backend.settings.channels_discord import DiscordSettings
 from backend.settings.channels_qq import QQBotSettings
 from backend.settings.channels_slack import SlackSettings
+from backend.settings.channels_wecom import WeComSettings
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,6 +38,7 @@ PLATFORMS: dict[str, Platform] = {
     "qq": Platform("backend.channels.qq", "QQChannel", QQBotSettings),
     "discord": Platform("backend.channels.discord", "DiscordChannel", DiscordSettings),
     "slack": Platform("backend.channels.slack", "SlackChannel", SlackSettings),
+    "wecom": Platform("backend.channels.wecom", "WeComChannel", WeComSettings),
 }
 
 

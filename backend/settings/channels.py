@@ -17,6 +17,7 @@ from backend.settings.base import EnvName, Strict
 from backend.settings.channels_discord import DiscordSettings
 from backend.settings.channels_qq import QQBotSettings
 from backend.settings.channels_slack import SlackSettings
+from backend.settings.channels_wecom import WeComSettings
 
 BOT_NAME = TENANT_ID  # a slug too: it names a key path (`channels.<name>`) and a webhook URL
 TELEGRAM_API = "https://api.telegram.org"
@@ -135,7 +136,12 @@ class DingTalkRobotSettings(Strict):
 
 
 ChannelSettings = Annotated[
-    TelegramBotSettings | DingTalkRobotSettings | QQBotSettings | DiscordSettings | SlackSettings,
+    TelegramBotSettings
+    | DingTalkRobotSettings
+    | QQBotSettings
+    | DiscordSettings
+    | SlackSettings
+    | WeComSettings,
     Field(discriminator="kind"),
 ]
 

@@ -232,3 +232,20 @@ from tests.channels.qq_fixtures import qq  # noqa: E402, F401  # the fake QQ, fo
 @pytest.fixture
 def slack(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeSlackServer]:
     yield from slack_fixtures.fake_slack(monkeypatch)
+
+
+# ---- WeCom (helpers in tests/channels/wecom_fixtures.py) ----------------------------------------
+
+
+@pytest.fixture
+def wecom(monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
+    from tests.channels.wecom_fixtures import running_wecom
+
+    yield from running_wecom(monkeypatch)
+
+
+@pytest.fixture
+def wecom_robot(monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
+    from tests.channels.wecom_fixtures import running_robot
+
+    yield from running_robot(monkeypatch)

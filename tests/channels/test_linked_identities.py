@@ -31,12 +31,15 @@ from tests.channels.discord_fixtures import (
 )
 from tests.channels.qq_fixtures import ServedQQ, qq_settings
 from tests.channels.slack_fixtures import ServedSlack, serving_slack
+from tests.channels.wecom_fixtures import ServedApp
+from tests.channels.wecom_fixtures import app_settings as wecom_app_settings
 from tests.conftest import make_settings, serve
 from tests.fakes.dingtalk_server import FakeDingTalkServer
 from tests.fakes.discord_server import FakeDiscordServer
 from tests.fakes.qq_server import FakeQQServer
 from tests.fakes.slack_server import FakeSlackServer
 from tests.fakes.telegram_server import FakeTelegramServer
+from tests.fakes.wecom_server import FakeWeComServer
 from tests.prompt_text import prompt_text
 
 ADA_TELEGRAM = 42  # her user id, and her private chat with the bot
@@ -309,3 +312,39 @@ async def test_a_fact_told_on_slack_reaches_the_linked_person_on_the_web(
     assert sorted(person.json()["identities"]) == sorted([ADA_WEB, "slack:U0ADA"])
     assert web.status_code == 200 and "Ada is allergic to kiwi" in on_web
     assert "kiwi" not in bobs
+
+
+async def test_a_fact_told_on_telegram_reaches_the_linked_person_on_wecom(
+    telegram: FakeTelegramServer, wecom: FakeWeComServer, tmp_path: Path, database_url: str
+) -> None:
+    """A WeCom app's private chats are people (`wecom:<user id>`): they link like any other."""
+    remember = ToolCall(id="w", name="memory_write", arguments={"fact": "Ada is allergic to kiwi"})
+    provider = ScriptedProvider(replies=["ok"])
+    settings = make_settings(
+        database_url,
+        tmp_path,
+        channels={"tg": bot_settings(telegram), "wc": wecom_app_settings(wecom)},
+        memory={"path": str(tmp_path / "MEMORY.md"), "scope": "user"},
+    )
+    app = create_app(settings, provider=provider)
+    async with serve(app) as client:
+        tg = Served(app, client, telegram, provider)
+        wc = ServedApp(app, client, wecom, provider)
+
+        async def on_wecom(text: str, user: str = "ada") -> str:
+            before = len(wecom.sent(user))
+            await wc.post(wc.message(text, user=user))
+            return (await wc.sent(before + 1, to_user=user))[-1].content
+
+        asked = await on_telegram(tg, "/link")
+        linked = await on_wecom(f"/link {code_in(asked)}")
+        person = await client.get("/api/people/links", params={"user": "wecom:ada"})
+        provider.push(ScriptedToolCalls([remember]), "Noted.")
+        await on_telegram(tg, "remember: I am allergic to kiwi")
+        await on_wecom("what fruit should I avoid?")
+        on_wc = prompt_text(provider.requests[-1])
+        await on_wecom("and me?", user="bob")
+        bobs = prompt_text(provider.requests[-1])
+    assert "share one memory" in linked
+    assert sorted(person.json()["identities"]) == sorted(["wecom:ada", f"telegram:{ADA_TELEGRAM}"])
+    assert "Ada is allergic to kiwi" in on_wc and "kiwi" not in bobs

@@ -25,6 +25,7 @@ from tests.fakes.qq_server import FakeQQServer
 from tests.fakes.qq_server import webhook_headers as qq_webhook_headers
 from tests.fakes.slack_server import FakeSlackServer
 from tests.fakes.telegram_server import FakeTelegramServer
+from tests.fakes.wecom_server import FakeWeComServer
 from tests.isolation.test_channel_isolation import (
     DINGTALK_APPS,
     DISCORD_TOKENS,
@@ -32,6 +33,7 @@ from tests.isolation.test_channel_isolation import (
     SECRETS,
     SLACK_APPS,
     TENANTS,
+    WECOM_APPS,
     _sessions,
     dingtalk,
     dingtalk_robot,
@@ -42,6 +44,7 @@ from tests.isolation.test_channel_isolation import (
     slack_bot,
     telegram,
     webhook_bot,
+    wecom,
 )
 from tests.waiting import until
 
@@ -50,6 +53,7 @@ __all__ = [
     "qq",
     "slack_apps",
     "telegram",
+    "wecom",
 ]  # the fixtures, shared with test_channel_isolation.py
 
 
@@ -246,3 +250,54 @@ async def recorded(app: FastAPI, count: int) -> dict[str, list[tuple[str, str]]]
         return found if sum(map(len, found.values())) >= count else None
 
     return await until(enough, f"{count} updates recorded")
+
+
+async def test_bad_wecom_messages_to_one_tenants_app_are_refused_there_and_nowhere_else(
+    wecom: FakeWeComServer, tmp_path: Path, database_url: str
+) -> None:
+    apps = {
+        tenant: {
+            "channels": {
+                "wc": {
+                    "kind": "wecom",
+                    "corp_id": app.corp_id,
+                    "agent_id": app.agent_id,
+                    "secret_env": f"{tenant.upper()}_WC_SECRET",
+                    "token_env": f"{tenant.upper()}_WC_TOKEN",
+                    "aes_key_env": f"{tenant.upper()}_WC_AES_KEY",
+                    "allow_from": ["*"],
+                    "api_base_url": wecom.base_url,
+                }
+            }
+        }
+        for tenant, app in WECOM_APPS.items()
+    }
+    settings = make_settings(database_url, tmp_path, auth={"mode": "keys"}, tenants=apps)
+    app = create_app(settings, provider=ScriptedProvider(replies=["(unscripted)"]))
+
+    def bad(tenant: str) -> bytes:  # the same MsgId for both; a time that is no number
+        message = wecom.message_xml("hi", app=WECOM_APPS[tenant], msg_id="7000000000000000002")
+        return message.replace(b"<CreateTime>", b"<CreateTime>soon")
+
+    async with serve(app) as client:
+
+        async def call(path_tenant: str, signed_as: str) -> int:
+            query, body = wecom.callback(WECOM_APPS[signed_as], bad(path_tenant))
+            answer = await client.post(f"/channels/{path_tenant}/wc", params=query, content=body)
+            return answer.status_code
+
+        crossed = [await call("acme", "globex"), await call("globex", "acme")]
+        after_crossed = await updates_by_tenant(app)
+        own = await call("acme", "acme")
+        after_own = await updates_by_tenant(app)
+        theirs = await call("globex", "globex")
+        after_theirs = await updates_by_tenant(app)
+        sessions = [await _sessions(app, tenant) for tenant in TENANTS]
+
+    assert crossed == [401, 401] and after_crossed == {}
+    assert own == 200 and after_own == {"acme": [("wc", "refused")]}
+    assert theirs == 200 and after_theirs == {
+        "acme": [("wc", "refused")],
+        "globex": [("wc", "refused")],
+    }
+    assert sessions == [[], []]

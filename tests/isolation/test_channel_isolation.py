@@ -40,6 +40,9 @@ from tests.fakes.qq_server import FakeQQServer
 from tests.fakes.qq_server import webhook_headers as qq_webhook_headers
 from tests.fakes.slack_server import FakeSlackServer
 from tests.fakes.telegram_server import FakeTelegramServer
+from tests.fakes.wecom_robot_server import FakeRobotServer
+from tests.fakes.wecom_server import App as WeComApp
+from tests.fakes.wecom_server import FakeWeComServer
 from tests.prompt_text import prompt_text
 
 TENANTS = {"acme": "111:acme-token", "globex": "222:globex-token"}
@@ -613,3 +616,158 @@ async def test_two_tenants_slack_bots_never_share_a_chat_a_memory_or_a_secret(
         assert f"{tenant}-1234" in prompt_text(requests[tenant])
         assert f"{other}-1234" not in repr(requests[tenant])
         assert sessions[tenant] == [("user", QUESTION), ("assistant", f"{tenant} answers")]
+
+
+# ---- WeCom ------------------------------------------------------------------------------------
+
+WECOM_APPS = {
+    tenant: WeComApp(
+        corp_id=f"ww-{tenant}-corp",
+        agent_id=agent_id,
+        secret=f"{tenant}-wecom-secret",
+        token=f"{tenant}token",
+        aes_key=(tenant * 43)[:39] + "0123",
+    )
+    for tenant, agent_id in (("acme", 1000001), ("globex", 1000002))
+}
+
+
+@pytest.fixture
+def wecom(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeWeComServer]:
+    with FakeWeComServer() as server:
+        for tenant, app in WECOM_APPS.items():
+            monkeypatch.setenv(f"{tenant.upper()}_WC_SECRET", app.secret)
+            monkeypatch.setenv(f"{tenant.upper()}_WC_TOKEN", app.token)
+            monkeypatch.setenv(f"{tenant.upper()}_WC_AES_KEY", app.aes_key)
+            server.add_app(app)
+        yield server
+
+
+async def test_two_tenants_wecom_apps_never_share_a_key_a_session_or_an_app(
+    wecom: FakeWeComServer, tmp_path: Path, database_url: str
+) -> None:
+    apps = {
+        tenant: {
+            "wc": {
+                "kind": "wecom",
+                "corp_id": app.corp_id,
+                "agent_id": app.agent_id,
+                "secret_env": f"{tenant.upper()}_WC_SECRET",
+                "token_env": f"{tenant.upper()}_WC_TOKEN",
+                "aes_key_env": f"{tenant.upper()}_WC_AES_KEY",
+                "allow_from": ["*"],
+                "api_base_url": wecom.base_url,
+            }
+        }
+        for tenant, app in WECOM_APPS.items()
+    }
+    settings = dingtalk_settings(database_url, tmp_path, "user", apps)
+    provider = ScriptedProvider(replies=["(unscripted)"])
+    app = create_app(settings, provider=provider)
+
+    def message(tenant: str) -> bytes:  # the same MsgId, sender and time for both
+        return wecom.message_xml(
+            QUESTION, app=WECOM_APPS[tenant], user="ada", msg_id="7000000000000000001"
+        )
+
+    async with serve(app) as client:
+
+        async def call(path: str, signed_as: str, tenant: str) -> httpx.Response:
+            query, body = wecom.callback(WECOM_APPS[signed_as], message(tenant))
+            return await client.post(path, params=query, content=body)
+
+        for tenant in WECOM_APPS:
+            fact = NewEntry(source="manual", content=f"{tenant}-only: code {tenant}-1234")
+            await app.state.services.memory.append(
+                tenant_id=tenant, scope_key="wecom:ada", entries=[fact]
+            )
+        crossed = [
+            await call("/channels/acme/wc", "globex", "acme"),
+            await call("/channels/globex/wc", "acme", "globex"),
+        ]
+        misses = [
+            await call("/channels/nobody/wc", "acme", "acme"),
+            await call("/channels/acme/nobot", "acme", "acme"),
+        ]
+        kept_after_refusals = await count_updates(app)
+
+        provider.push("acme answers", "globex answers")
+        for tenant in WECOM_APPS:
+            accepted = await call(f"/channels/{tenant}/wc", tenant, tenant)
+            assert accepted.status_code == 200, accepted.text
+            await app.state.channels.get(tenant, "wc").settle()
+        sessions = {}
+        for tenant in WECOM_APPS:
+            found = await app.state.services.sessions.find(
+                tenant_id=tenant, channel="wecom", external_key="wc:ada"
+            )
+            assert found is not None and found.user_key == "wecom:ada"
+            window = await app.state.services.messages.window(
+                tenant_id=tenant, session_id=found.id, start_id=0, limit=10
+            )
+            sessions[tenant] = (found.id, [(m.role, m.content) for m in window])
+
+    assert [r.status_code for r in crossed] == [401, 401]
+    assert {(r.status_code, r.text) for r in misses} == {(404, misses[0].text)}
+    assert kept_after_refusals == 0
+    sent = {(s.agent_id, s.to_user, s.content) for s in wecom.sent()}
+    assert sent == {
+        (WECOM_APPS["acme"].agent_id, "ada", "acme answers"),
+        (WECOM_APPS["globex"].agent_id, "ada", "globex answers"),
+    }
+    requests = dict(zip(WECOM_APPS, provider.requests, strict=True))
+    for tenant, other in (("acme", "globex"), ("globex", "acme")):
+        assert f"{tenant}-1234" in prompt_text(requests[tenant])
+        assert f"{other}-1234" not in repr(requests[tenant])
+        assert sessions[tenant][1] == [("user", QUESTION), ("assistant", f"{tenant} answers")]
+    assert sessions["acme"][0] != sessions["globex"][0]
+
+
+async def test_two_tenants_wecom_robots_never_share_a_chat_or_a_connection(
+    tmp_path: Path, database_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The same user and msgid to each tenant's robot (each its own long connection)."""
+    with (
+        FakeRobotServer("aib-acme", "acme-robot-secret") as acme,
+        FakeRobotServer("aib-globex", "globex-robot-secret") as globex,
+    ):
+        robots = {"acme": acme, "globex": globex}
+        for tenant, robot in robots.items():
+            monkeypatch.setenv(f"{tenant.upper()}_WR_SECRET", robot.secret)
+        bots = {
+            tenant: {
+                "wr": {
+                    "kind": "wecom",
+                    "mode": "robot",
+                    "bot_id": robot.bot_id,
+                    "bot_secret_env": f"{tenant.upper()}_WR_SECRET",
+                    "allow_from": ["*"],
+                    "ws_url": robot.url,
+                }
+            }
+            for tenant, robot in robots.items()
+        }
+        settings = dingtalk_settings(database_url, tmp_path, "user", bots)
+        provider = ScriptedProvider(replies=["(unscripted)"])
+        app = create_app(settings, provider=provider)
+        async with serve(app):
+            provider.push("acme answers", "globex answers")
+            for tenant, robot in robots.items():
+                await asyncio.to_thread(robot.wait_connected)
+                await asyncio.to_thread(robot.push, robot.message(QUESTION, msgid="same-msgid-1"))
+                await asyncio.to_thread(robot.wait_for_replies, 1)
+                await app.state.channels.get(tenant, "wr").settle()
+            stored = {}
+            for tenant in robots:
+                found = await app.state.services.sessions.find(
+                    tenant_id=tenant, channel="wecom", external_key="wr:ada"
+                )
+                assert found is not None and found.user_key == "wecom:ada"
+                window = await app.state.services.messages.window(
+                    tenant_id=tenant, session_id=found.id, start_id=0, limit=10
+                )
+                stored[tenant] = [(m.role, m.content) for m in window]
+    assert [r.content for r in acme.replies()] == ["acme answers"]
+    assert [r.content for r in globex.replies()] == ["globex answers"]
+    for tenant in robots:
+        assert stored[tenant] == [("user", QUESTION), ("assistant", f"{tenant} answers")]
