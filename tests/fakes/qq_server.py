@@ -100,6 +100,7 @@ class FakeQQServer(FakeServer):
         self._mutex = threading.RLock()
         self._changed = threading.Condition(self._mutex)
         self.heartbeat_interval_ms = heartbeat_interval_ms
+        self.answer_heartbeats = True  # False: a gateway that went quiet
         self.token_expires_in = 7200
         self.apps: dict[str, str] = {}  # app id -> secret
         self._tokens: dict[str, str] = {}  # token -> app id
@@ -271,7 +272,8 @@ class FakeQQServer(FakeServer):
     async def _on_frame(self, connection: ServerConnection, frame: dict[str, Any]) -> None:
         op, data = frame.get("op"), frame.get("d") or {}
         if op == 1:
-            await connection.send(json.dumps({"op": 11}))
+            if self.answer_heartbeats:
+                await connection.send(json.dumps({"op": 11}))
             return
         app_id = self._app_of(str(data.get("token", "")).removeprefix("QQBot "))
         if op == 2 and app_id and int(data.get("intents", 0)) & GROUP_AND_C2C:

@@ -88,7 +88,7 @@ class GatewayConnection:
         async with websockets.connect(
             url, open_timeout=HANDSHAKE_TIMEOUT_S, ping_interval=None, close_timeout=2
         ) as websocket:
-            hello = await asyncio.wait_for(_frame(await websocket.recv()), HELLO_TIMEOUT_S)
+            hello = await _frame(await asyncio.wait_for(websocket.recv(), HELLO_TIMEOUT_S))
             if hello.get("op") != HELLO:
                 raise ValueError(f"the gateway said op {hello.get('op')} before HELLO")
             interval = _interval_s(hello.get("d"))
