@@ -79,7 +79,10 @@ class QQChannel(PlatformBot[QQBotSettings, QQMessage, str]):
             if answer is None:  # said like any refused body: 200, and why (nothing kept)
                 return refused("not a fresh, well-formed callback validation")
             return WebhookAnswer(200, answer)
-        return await super().handle_webhook(call)
+        kept = await super().handle_webhook(call)
+        if kept.status == 200 and "refused" in kept.body:  # received all the same: said so
+            return WebhookAnswer(200, {**self.WEBHOOK_RECEIVED, **kept.body})
+        return kept
 
     def _authenticate(self, call: WebhookCall) -> WebhookAnswer | None:
         if self.settings.mode != "webhook":
