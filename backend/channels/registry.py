@@ -19,7 +19,7 @@ from pydantic import BaseModel
 from backend.channels.base import Channel
 from backend.channels.context import ChannelServices
 from backend.settings.channels import ChannelSettings, DingTalkRobotSettings, TelegramBotSettings
-from backend.settings.channels_qq import QQBotSettings
+from backend.settings.channels_qq import QQSettings
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,7 +32,7 @@ class Platform:
 PLATFORMS: dict[str, Platform] = {
     "telegram": Platform("backend.channels.telegram", "TelegramChannel", TelegramBotSettings),
     "dingtalk": Platform("backend.channels.dingtalk", "DingTalkChannel", DingTalkRobotSettings),
-    "qq": Platform("backend.channels.qq", "QQChannel", QQBotSettings),
+    "qq": Platform("backend.channels.qq", "QQChannel", QQSettings),
 }
 
 

@@ -23,13 +23,13 @@ from backend.channels.qq.outbound import QQReplies, ReplySequence
 from backend.channels.qq.signature import WebhookSignatures
 from backend.domain.inbound import Sender
 from backend.domain.messages import ImagePart
-from backend.settings.channels_qq import QQBotSettings
+from backend.settings.channels_qq import QQSettings
 from backend.storage.channel_updates import UpdateOutcome
 
 VALIDATION = 13  # op: QQ checks the callback URL
 
 
-class QQChannel(PlatformBot[QQBotSettings, QQMessage, str]):
+class QQChannel(PlatformBot[QQSettings, QQMessage, str]):
     KIND = "qq"
     PLATFORM_ERRORS = (QQError, OSError)
     PICTURE_ERRORS = (QQError,)

@@ -16,7 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from backend.channels.commands import Ask, Command, Request, is_allowed
 from backend.channels.platform_body import RefusedUpdate
-from backend.settings.channels_qq import QQBotSettings
+from backend.settings.channels_qq import QQSettings
 
 GROUP = "GROUP_AT_MESSAGE_CREATE"
 PRIVATE = "C2C_MESSAGE_CREATE"
@@ -103,7 +103,7 @@ def parse(data: dict[str, Any]) -> QQMessage:
     )
 
 
-def read_message(message: QQMessage, settings: QQBotSettings) -> Request:
+def read_message(message: QQMessage, settings: QQSettings) -> Request:
     """What `message` asks, under the bot's `allow_from`. QQ cuts the bot's @-mention out of
     a group message itself, and delivers no group message that does not @-mention it."""
     if not is_allowed((message.sender_openid,), settings.allow_from):

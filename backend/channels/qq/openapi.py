@@ -21,7 +21,7 @@ from urllib.parse import urlsplit
 import httpx
 
 from backend.channels.backoff import Backoff, Sleep
-from backend.settings.channels_qq import QQBotSettings
+from backend.settings.channels_qq import QQSettings
 
 log = logging.getLogger(__name__)
 
@@ -56,7 +56,7 @@ class QQError(Exception):
 class QQApi:
     def __init__(
         self,
-        settings: QQBotSettings,
+        settings: QQSettings,
         *,
         sleep: Sleep = asyncio.sleep,
         clock: Callable[[], float] = time.monotonic,
