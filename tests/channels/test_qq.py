@@ -93,22 +93,19 @@ async def test_webhook_calls_are_checked_signed_fresh_and_once(
     assert len(qq.sent()) == 1
 
 
-async def test_an_event_that_is_no_message_is_recorded_as_refused_and_acknowledged(
+async def test_an_event_that_is_no_message_is_kept_and_ignored_and_a_bad_body_refused(
     qq: FakeQQServer, tmp_path: Path, database_url: str
 ) -> None:
-    """Acknowledged ({"op":12}), so QQ does not deliver it again and again (tests/channels/
-    test_bad_updates.py probes every kind of bad body)."""
+    """Both acknowledged ({"op":12}), so QQ does not deliver them again and again (tests/
+    channels/test_bad_updates.py probes every kind of bad body)."""
     async with serving_qq(qq, tmp_path, database_url) as served:
-        added = {
-            "op": 0,
-            "id": "GROUP_ADD_ROBOT:1",
-            "t": "GROUP_ADD_ROBOT",
-            "d": {"group_openid": "g"},
-        }
+        added = {"op": 0, "id": "GROUP_ADD_ROBOT:1", "t": "GROUP_ADD_ROBOT", "d": {"x": 1}}
         answer = await served.deliver(added)
         not_json = await served.deliver({}, body=b"{nope")
+        await served.settle()
         updates = await served.updates()
-    assert answer.status_code == not_json.status_code == 200
-    assert answer.json()["op"] == 12 and "GROUP_ADD_ROBOT" in answer.json()["refused"]
+    assert answer.json() == {"op": 12, "d": 0}
+    assert not_json.status_code == 200 and not_json.json()["op"] == 12
     assert "not JSON" in not_json.json()["refused"]
-    assert [status for _, status in updates] == ["refused", "refused"]
+    assert updates[0] == ("GROUP_ADD_ROBOT:1", "ignored") and updates[1][1] == "refused"
+    assert qq.sent() == []

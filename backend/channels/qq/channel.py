@@ -17,7 +17,13 @@ from backend.channels.bot import Envelope, PlatformBot
 from backend.channels.commands import ChatRef, Request
 from backend.channels.platform_body import RefusedUpdate, read_body
 from backend.channels.qq.gateway import GatewayConnection
-from backend.channels.qq.inbound import QQMessage, message_id_of, parse, read_message
+from backend.channels.qq.inbound import (
+    QQMessage,
+    message_id_of,
+    other_event_id,
+    parse,
+    read_message,
+)
 from backend.channels.qq.openapi import QQApi, QQError
 from backend.channels.qq.outbound import QQReplies, ReplySequence
 from backend.channels.qq.signature import WebhookSignatures
@@ -113,9 +119,11 @@ class QQChannel(PlatformBot[QQSettings, QQMessage, str]):
         return message_id_of(payload) if isinstance(payload, dict) else None
 
     def _read(self, payload: dict[str, Any]) -> str:
-        return parse(payload).message_id
+        return other_event_id(payload) or parse(payload).message_id
 
     async def _message(self, payload: dict[str, Any]) -> QQMessage | UpdateOutcome:
+        if other_event_id(payload) is not None:
+            return "ignored"  # an event of the intents that carries no message to answer
         return parse(payload)
 
     # ---- answering ------------------------------------------------------------------------

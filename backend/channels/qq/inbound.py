@@ -75,6 +75,17 @@ def message_id_of(data: dict[str, Any]) -> str | None:
     return value if isinstance(value, str) and 0 < len(value) <= 200 else None
 
 
+def other_event_id(data: dict[str, Any]) -> str | None:
+    """The id of a dispatch that carries no message to answer (a bot added to a group, a
+    friend added...): kept and ignored. None for a message event, or what is no event."""
+    kind, event_id = data.get("t"), data.get("id")
+    if data.get("op") != DISPATCH or not isinstance(kind, str) or kind in (GROUP, PRIVATE):
+        return None
+    if not isinstance(event_id, str) or not 0 < len(event_id) <= 200 or len(kind) > 64:
+        return None
+    return event_id
+
+
 def parse(data: dict[str, Any]) -> QQMessage:
     """`data` as a QQMessage; RefusedUpdate when it is not one."""
     if data.get("op") != DISPATCH:
