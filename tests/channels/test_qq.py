@@ -109,3 +109,18 @@ async def test_an_event_that_is_no_message_is_kept_and_ignored_and_a_bad_body_re
     assert "not JSON" in not_json.json()["refused"]
     assert updates[0] == ("GROUP_ADD_ROBOT:1", "ignored") and updates[1][1] == "refused"
     assert qq.sent() == []
+
+
+async def test_a_signed_validation_answer_offered_as_an_event_is_refused_and_not_recorded(
+    qq: FakeQQServer, tmp_path: Path, database_url: str
+) -> None:
+    now = str(int(time.time()))
+    async with serving_qq(qq, tmp_path, database_url) as served:
+        challenge = {"op": 13, "d": {"plain_token": "Arq0D5A61EgUu4OxUvOp", "event_ts": now}}
+        signature = (await served.client.post("/channels/default/qb", json=challenge)).json()
+        headers = {"X-Signature-Ed25519": signature["signature"], "X-Signature-Timestamp": now}
+        offered = await served.deliver({}, headers, body=b"Arq0D5A61EgUu4OxUvOp")
+        forged = await served.deliver({}, {**headers, "X-Signature-Ed25519": "00"}, body=b"abc")
+        updates = await served.updates()
+    assert offered.status_code == 200 and "refused" in offered.json()
+    assert forged.status_code == 401 and updates == []

@@ -26,7 +26,7 @@ from backend.channels.qq.inbound import (
 )
 from backend.channels.qq.openapi import QQApi, QQError
 from backend.channels.qq.outbound import QQReplies, ReplySequence
-from backend.channels.qq.signature import WebhookSignatures
+from backend.channels.qq.signature import WebhookSignatures, could_be_a_validation_answer
 from backend.domain.inbound import Sender
 from backend.domain.messages import ImagePart
 from backend.settings.channels_qq import QQSettings
@@ -85,6 +85,11 @@ class QQChannel(PlatformBot[QQSettings, QQMessage, str]):
             if answer is None:  # said like any refused body: 200, and why (nothing kept)
                 return refused("not a fresh, well-formed callback validation")
             return WebhookAnswer(200, answer)
+        if could_be_a_validation_answer(call.body):
+            # Our answer to an op 13 (asked by anyone) signs "<event_ts><plain_token>": cut
+            # after the timestamp, it reads as a signed call whose body is the token. Such a
+            # body is no event either way: refused without a record, so none can fill the table.
+            return self._authenticate(call) or refused("not a QQ event")
         kept = await super().handle_webhook(call)
         if kept.status == 200 and "refused" in kept.body:  # received all the same: said so
             return WebhookAnswer(200, {**self.WEBHOOK_RECEIVED, **kept.body})
