@@ -103,6 +103,7 @@ class FakeQQServer(FakeServer):
         self.answer_heartbeats = True  # False: a gateway that went quiet
         self.token_expires_in = 7200
         self.apps: dict[str, str] = {}  # app id -> secret
+        self.files: dict[str, bytes] = {}  # what GET /files/<name> serves (users' pictures)
         self._tokens: dict[str, str] = {}  # token -> app id
         self._messages: dict[str, str] = {}  # msg id delivered -> its chat
         self._seqs: dict[tuple[str, str], set[int]] = {}  # (app, msg id) -> msg_seq used
@@ -129,8 +130,19 @@ class FakeQQServer(FakeServer):
         author = {"id": member, "member_openid": member}
         return self._event(GROUP, {"content": " " + text, "group_openid": group, "author": author})
 
-    def private_message(self, text: str, *, user: str = "user-1") -> dict[str, Any]:
-        return self._event(PRIVATE, {"content": text, "author": {"id": user, "user_openid": user}})
+    def private_message(
+        self, text: str, *, user: str = "user-1", picture: str | None = None
+    ) -> dict[str, Any]:
+        """A private message; with `picture`, an image attachment at the fake's /files/<it>."""
+        data: dict[str, Any] = {"content": text, "author": {"id": user, "user_openid": user}}
+        if picture is not None:
+            url = f"{self.base_url}/files/{picture}"
+            data["attachments"] = [{"content_type": "image/png", "filename": picture, "url": url}]
+        return self._event(PRIVATE, data)
+
+    def add_file(self, name: str, content: bytes) -> None:
+        with self._mutex:
+            self.files[name] = content
 
     def _event(self, kind: str, data: dict[str, Any]) -> dict[str, Any]:
         msg_id = f"ROBOT1.0_{secrets.token_hex(8)}"
@@ -312,6 +324,14 @@ class FakeQQServer(FakeServer):
         return {"code": error.status * 100, "message": error.message}
 
     async def route(self, request: RecordedRequest, reply: Reply) -> None:
+        if request.method == "GET" and request.path.startswith("/files/"):
+            with self._mutex:
+                content = self.files.get(request.path.removeprefix("/files/"))
+            if content is None:
+                await reply.json(404, {"code": 404, "message": "file expired"})
+            else:
+                await reply.raw(200, content, "image/png")
+            return
         name, target = _route(request)
         if name is None:
             await reply.json(404, {"code": 404, "message": "not found"})

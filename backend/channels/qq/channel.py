@@ -27,6 +27,7 @@ from backend.channels.qq.inbound import (
 from backend.channels.qq.openapi import QQApi, QQError
 from backend.channels.qq.outbound import QQReplies, ReplySequence
 from backend.channels.qq.signature import WebhookSignatures, could_be_a_validation_answer
+from backend.chat.user_input import image_part, image_type
 from backend.domain.inbound import Sender
 from backend.domain.messages import ImagePart
 from backend.settings.channels_qq import QQSettings
@@ -157,4 +158,11 @@ class QQChannel(PlatformBot[QQSettings, QQMessage, str]):
         )
 
     async def _pictures(self, message: QQMessage) -> tuple[ImagePart, ...]:
-        return ()  # attachments are not read yet: the text is answered alone
+        images = []
+        for url in message.pictures:
+            raw = await self._api.download(url)
+            media_type = image_type(raw)
+            if media_type is None:
+                raise QQError("the picture QQ handed over is no image we read")
+            images.append(image_part(media_type, raw))
+        return tuple(images)

@@ -1,4 +1,5 @@
-"""What a QQ event asks of the bot: nothing (not allowed), a command, or a turn.
+"""What a QQ event asks of the bot: nothing (not allowed), a command, or a turn (its text and the
+URLs of its pictures).
 
 A kept update is QQ's event as delivered (webhook body or gateway dispatch alike):
 `{"op": 0, "id": <event id>, "t": <type>, "s"?: <seq>, "d": <message>}`. Two types carry
@@ -36,12 +37,18 @@ class _Author(_Strict):
     username: Short = ""
 
 
+class _Attachment(_Strict):
+    content_type: Short = ""
+    url: Annotated[str, Field(max_length=2048)] = ""
+
+
 class _Message(_Strict):
     id: Id
     content: Annotated[str, Field(max_length=65_536)] = ""
     timestamp: Short = ""
     group_openid: Short = ""
     author: _Author
+    attachments: Annotated[list[_Attachment], Field(max_length=20)] = []
 
 
 class _Event(_Strict):
@@ -61,6 +68,7 @@ class QQMessage:
     chat_id: str  # the group's openid, or the person's
     sender_openid: str  # member_openid in a group, user_openid in a private chat
     text: str
+    pictures: tuple[str, ...] = ()  # the URLs of its image attachments
 
     @property
     def user_key(self) -> str:
@@ -111,6 +119,9 @@ def parse(data: dict[str, Any]) -> QQMessage:
         chat_id=chat,
         sender_openid=sender,
         text=message.content.strip(),
+        pictures=tuple(
+            a.url for a in message.attachments if a.content_type.startswith("image/") and a.url
+        ),
     )
 
 
@@ -122,6 +133,6 @@ def read_message(message: QQMessage, settings: QQSettings) -> Request:
     if message.text.startswith("/"):
         word, _, argument = message.text[1:].partition(" ")
         return Command(word.casefold(), argument.strip())
-    if not message.text:
+    if not message.text and not message.pictures:
         return None
     return Ask(message.text)
