@@ -19,7 +19,9 @@ from pydantic import BaseModel
 from backend.channels.base import Channel
 from backend.channels.context import ChannelServices
 from backend.settings.channels import ChannelSettings, DingTalkRobotSettings, TelegramBotSettings
+from backend.settings.channels_discord import DiscordSettings
 from backend.settings.channels_qq import QQSettings
+from backend.settings.channels_slack import SlackSettings
 
 
 @dataclass(frozen=True, slots=True)
@@ -33,6 +35,8 @@ PLATFORMS: dict[str, Platform] = {
     "telegram": Platform("backend.channels.telegram", "TelegramChannel", TelegramBotSettings),
     "dingtalk": Platform("backend.channels.dingtalk", "DingTalkChannel", DingTalkRobotSettings),
     "qq": Platform("backend.channels.qq", "QQChannel", QQSettings),
+    "discord": Platform("backend.channels.discord", "DiscordChannel", DiscordSettings),
+    "slack": Platform("backend.channels.slack", "SlackChannel", SlackSettings),
 }
 
 

@@ -14,7 +14,9 @@ from pydantic import Field, model_validator
 
 from backend.domain.tenants import DEFAULT_TENANT, TENANT_ID
 from backend.settings.base import EnvName, Strict
+from backend.settings.channels_discord import DiscordSettings
 from backend.settings.channels_qq import QQSettings
+from backend.settings.channels_slack import SlackSettings
 
 BOT_NAME = TENANT_ID  # a slug too: it names a key path (`channels.<name>`) and a webhook URL
 TELEGRAM_API = "https://api.telegram.org"
@@ -133,7 +135,8 @@ class DingTalkRobotSettings(Strict):
 
 
 ChannelSettings = Annotated[
-    TelegramBotSettings | DingTalkRobotSettings | QQSettings, Field(discriminator="kind")
+    TelegramBotSettings | DingTalkRobotSettings | QQSettings | DiscordSettings | SlackSettings,
+    Field(discriminator="kind"),
 ]
 
 

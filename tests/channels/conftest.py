@@ -23,9 +23,11 @@ from fastapi import FastAPI
 from backend.app import create_app
 from backend.providers.base import ChatProvider
 from backend.providers.scripted import ScriptedProvider
+from tests.channels import slack_fixtures
 from tests.conftest import make_settings, serve
 from tests.fakes.dingtalk_server import FakeDingTalkServer
 from tests.fakes.dingtalk_server import Sent as DingTalkSent
+from tests.fakes.slack_server import FakeSlackServer
 from tests.fakes.telegram_server import FakeTelegramServer, Sent
 
 TOKEN = "123456:test-token"
@@ -220,4 +222,13 @@ async def serving_robot(
         yield served
 
 
+# ---- Discord (tests/channels/discord_fixtures.py) ----------------------------------------------
+from tests.channels.discord_fixtures import discord_fake  # noqa: E402, F401
 from tests.channels.qq_fixtures import qq  # noqa: E402, F401  # the fake QQ, for every test here
+
+# ---- Slack (tests/channels/slack_fixtures.py) ---------------------------------------------------
+
+
+@pytest.fixture
+def slack(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeSlackServer]:
+    yield from slack_fixtures.fake_slack(monkeypatch)

@@ -11,7 +11,9 @@ import pytest
 from tests.cli.runner import config, tally
 from tests.conftest import ROOT
 from tests.fakes.dingtalk_server import FakeDingTalkServer
+from tests.fakes.discord_server import FakeDiscordServer
 from tests.fakes.qq_server import FakeQQServer
+from tests.fakes.slack_server import FakeSlackServer
 from tests.fakes.telegram_server import FakeTelegramServer
 
 pytestmark = pytest.mark.process
@@ -230,3 +232,76 @@ def test_each_qq_bot_gets_a_token_and_names_itself_and_refused_or_unreachable_on
     assert sorted(asked) == sorted(
         [("POST", "/app/getAppAccessToken")] * 2 + [("GET", "/users/@me")]
     )  # no retries: doctor reports
+
+
+def test_each_discord_bot_is_asked_who_it_is_and_refused_or_unreachable_ones_fail(
+    tmp_path: Path, refused_port: int
+) -> None:
+    down_url = f"http://127.0.0.1:{refused_port}/api/v10"
+    with FakeDiscordServer() as discord_fake:
+        discord_fake.add_bot("good-token", user_id="800000000000000001", username="tally")
+
+        def bot(name: str, url: str) -> str:
+            return f"{{kind: discord, token_env: {name.upper()}_DC_TOKEN, api_base_url: '{url}'}}"
+
+        path = config(
+            tmp_path,
+            f"channels:\n  good: {bot('good', discord_fake.api_base_url)}\n"
+            "tenants:\n  acme:\n    channels:\n"
+            f"      wrong: {bot('wrong', discord_fake.api_base_url)}\n"
+            f"      down: {bot('down', down_url)}\n",
+        )
+        env = {
+            "GOOD_DC_TOKEN": "good-token",
+            "WRONG_DC_TOKEN": "reset-in-the-portal",
+            "DOWN_DC_TOKEN": "down-token",
+        }
+        result = tally("--config", str(path), "doctor", env=env)
+    assert result.returncode == 1, result.stdout
+    out = result.stdout
+    assert "ok    bot channels.good: @tally (id 800000000000000001), token accepted" in out
+    assert "FAIL  bot tenants.acme.channels.wrong:" in out
+    assert f"{discord_fake.api_base_url} refused the token" in out
+    assert f"fix: check WRONG_DC_TOKEN and api_base_url ({discord_fake.api_base_url})" in out
+    assert "FAIL  bot tenants.acme.channels.down: cannot reach" in out
+    assert out.count("token accepted") == 1
+
+
+def test_each_slack_bot_is_asked_who_it_is_and_a_refused_or_unreachable_one_fails(
+    tmp_path: Path, refused_port: int
+) -> None:
+    down_url = f"http://127.0.0.1:{refused_port}/api/"
+    with FakeSlackServer(bot_token="xoxb-good", app_token="xapp-good") as slack:
+
+        def bot(name: str, url: str) -> str:
+            env = name.upper()
+            return (
+                f"{{kind: slack, bot_token_env: {env}_SLACK_BOT, app_token_env: {env}_SLACK_APP,"
+                f" api_base_url: '{url}'}}"
+            )
+
+        path = config(
+            tmp_path,
+            f"channels:\n  good: {bot('good', slack.api_url)}\n"
+            "tenants:\n  acme:\n    channels:\n"
+            f"      revoked: {bot('revoked', slack.api_url)}\n"
+            f"      down: {bot('down', down_url)}\n",
+        )
+        env = {
+            "GOOD_SLACK_BOT": "xoxb-good",
+            "GOOD_SLACK_APP": "xapp-good",
+            "REVOKED_SLACK_BOT": "xoxb-revoked",
+            "REVOKED_SLACK_APP": "xapp-revoked",
+            "DOWN_SLACK_BOT": "xoxb-down",
+            "DOWN_SLACK_APP": "xapp-down",
+        }
+        result = tally("--config", str(path), "doctor", env=env)
+        offline = tally("--config", str(path), "doctor", "--offline", env=env)
+    out = result.stdout
+    assert result.returncode == 1, out
+    assert "ok    bot channels.good: @tally in Tally Test (socket)" in out
+    assert "FAIL  bot tenants.acme.channels.revoked:" in out and "invalid_auth" in out
+    assert "fix: check REVOKED_SLACK_BOT" in out
+    assert "FAIL  bot tenants.acme.channels.down:" in out
+    assert slack.calls("auth.test") == 2 and slack.calls("apps.connections.open") == 0
+    assert offline.returncode == 0, offline.stdout

@@ -21,6 +21,7 @@ from hypothesis import strategies as st
 
 from backend.app import create_app
 from backend.providers.scripted import ScriptedProvider
+from tests.channels import slack_fixtures
 from tests.channels.conftest import ROBOT, SECRET, bot_settings, robot_settings, signed
 from tests.channels.qq_fixtures import APP_ID as QQ_APP_ID
 from tests.channels.qq_fixtures import APP_SECRET as QQ_APP_SECRET
@@ -28,6 +29,7 @@ from tests.channels.qq_fixtures import qq_settings
 from tests.conftest import make_settings
 from tests.fakes.dingtalk_server import FakeDingTalkServer
 from tests.fakes.qq_server import FakeQQServer, webhook_headers
+from tests.fakes.slack_server import FakeSlackServer
 from tests.fakes.telegram_server import FakeTelegramServer
 from tests.fuzz.test_schema_fuzz import served_in_thread
 from tests.waiting import until_blocking
@@ -110,7 +112,7 @@ class Platform:
         return self.sign(n, body) if self.sign is not None else self.headers(n)
 
 
-@pytest.fixture(params=["telegram", "dingtalk", "qq"])
+@pytest.fixture(params=["telegram", "dingtalk", "qq", "slack"])
 def platform(
     request: pytest.FixtureRequest, sqlite_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> Iterator[tuple[Platform, Any]]:
@@ -135,6 +137,9 @@ def platform(
         return
     if request.param == "qq":
         yield from qq_platform(monkeypatch)
+        return
+    if request.param == "slack":
+        yield from slack_platform(monkeypatch)
         return
     with FakeDingTalkServer() as dingtalk:
         dingtalk.add_app("ding-client-1", "ding-secret-1", ROBOT)
@@ -168,6 +173,26 @@ def qq_platform(monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[Platform, Any
                 ),
             ),
             {"qb": qq_settings(qq)},
+        )
+
+
+def slack_platform(monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[Platform, Any]]:
+    monkeypatch.setenv("SLACK_BOT_TOKEN", slack_fixtures.BOT_TOKEN)
+    monkeypatch.setenv("SLACK_SIGNING_SECRET", slack_fixtures.SIGNING_SECRET)
+    with FakeSlackServer(bot_token=slack_fixtures.BOT_TOKEN, app_token="xapp-unused") as slack:
+        bot = slack_fixtures.slack_settings(slack, mode="events")
+        yield (
+            Platform(
+                "slack",
+                "/channels/default/sl",
+                lambda n: {},
+                lambda n: slack.event("hello") | {"event_id": f"EvFuzz{n}"},
+                lambda: len(slack.sent()),
+                sign=lambda n, body: (
+                    {"Content-Type": "application/json"} | slack_fixtures.signed(body)
+                ),
+            ),
+            {"sl": bot},
         )
 
 

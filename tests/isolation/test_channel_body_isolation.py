@@ -5,25 +5,32 @@ no tenant's refusal dedupes another's (the same body to both bots is two records
 
 from __future__ import annotations
 
+import asyncio
 import json
 from pathlib import Path
 
+import pytest
 from fastapi import FastAPI
 from sqlalchemy import select
 
 from backend.app import create_app
 from backend.providers.scripted import ScriptedProvider
 from backend.storage.tables import channel_updates
+from tests.channels import slack_fixtures
 from tests.channels.conftest import signed
 from tests.conftest import make_settings, serve
 from tests.fakes.dingtalk_server import FakeDingTalkServer
+from tests.fakes.discord_server import FakeDiscordServer
 from tests.fakes.qq_server import FakeQQServer
 from tests.fakes.qq_server import webhook_headers as qq_webhook_headers
+from tests.fakes.slack_server import FakeSlackServer
 from tests.fakes.telegram_server import FakeTelegramServer
 from tests.isolation.test_channel_isolation import (
     DINGTALK_APPS,
+    DISCORD_TOKENS,
     QQ_APPS,
     SECRETS,
+    SLACK_APPS,
     TENANTS,
     _sessions,
     dingtalk,
@@ -31,11 +38,19 @@ from tests.isolation.test_channel_isolation import (
     qq,
     qq_bot,
     same_message,
+    slack_apps,
+    slack_bot,
     telegram,
     webhook_bot,
 )
+from tests.waiting import until
 
-__all__ = ["dingtalk", "qq", "telegram"]  # the fixtures, shared with test_channel_isolation.py
+__all__ = [
+    "dingtalk",
+    "qq",
+    "slack_apps",
+    "telegram",
+]  # the fixtures, shared with test_channel_isolation.py
 
 
 async def updates_by_tenant(app: FastAPI) -> dict[str, list[tuple[str, str]]]:
@@ -138,3 +153,96 @@ async def test_bad_qq_bodies_are_refused_under_the_signing_tenants_bot_only(
     assert crossed == 401 and after_crossed == {}
     assert own == theirs == 200
     assert after == {"acme": [("qb", "refused")], "globex": [("qb", "refused")]}
+
+
+async def test_bad_slack_bodies_are_refused_under_the_signing_tenant_only(
+    slack_apps: dict[str, FakeSlackServer], tmp_path: Path, database_url: str
+) -> None:
+    settings = make_settings(
+        database_url,
+        tmp_path,
+        auth={"mode": "keys"},
+        tenants={
+            tenant: {"channels": {"sl": slack_bot(slack_apps[tenant], tenant, "events")}}
+            for tenant in TENANTS
+        },
+    )
+    app = create_app(settings, provider=ScriptedProvider(replies=["(unscripted)"]))
+    secret = {tenant: signing for tenant, (_, _, signing) in SLACK_APPS.items()}
+    bodies = [b'{"event_id": 1e400}', b"[" * 5_000 + b"]" * 5_000, b'{"type": "nothing"}']
+
+    def signed_by(tenant: str, body: bytes) -> dict[str, str]:
+        return slack_fixtures.signed(body, secret=secret[tenant])
+
+    async with serve(app) as client:
+        crossed = [
+            await client.post("/channels/acme/sl", content=b, headers=signed_by("globex", b))
+            for b in bodies
+        ]
+        after_crossed = await updates_by_tenant(app)
+        own = [
+            await client.post("/channels/acme/sl", content=b, headers=signed_by("acme", b))
+            for b in bodies
+        ]
+        theirs = [
+            await client.post("/channels/globex/sl", content=b, headers=signed_by("globex", b))
+            for b in bodies
+        ]
+        after = await updates_by_tenant(app)
+    assert [r.status_code for r in crossed] == [401] * 3 and after_crossed == {}
+    assert [r.status_code for r in own + theirs] == [200] * 6
+    assert all("refused" in r.json() for r in own + theirs)
+    assert after == {tenant: [("sl", "refused")] * 3 for tenant in TENANTS}
+
+
+async def test_a_bad_discord_dispatch_is_refused_under_each_tenants_bot_apart(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, database_url: str
+) -> None:
+    """Discord has no webhook: a bad dispatch comes on a tenant's own gateway session. The same
+    bad dispatch to both tenants' bots is two records, each under its own tenant and bot; one to
+    acme's bot alone is recorded under acme only."""
+    with FakeDiscordServer() as fake:
+        bots = {}
+        for n, (tenant, token) in enumerate(DISCORD_TOKENS.items(), start=1):
+            monkeypatch.setenv(f"{tenant.upper()}_DISCORD_TOKEN", token)
+            fake.add_bot(token, user_id=f"80000000000000000{n}", username=f"{tenant}-bot")
+            bots[tenant] = {
+                "dc": {
+                    "kind": "discord",
+                    "token_env": f"{tenant.upper()}_DISCORD_TOKEN",
+                    "allow_from": ["*"],
+                    "api_base_url": fake.api_base_url,
+                    "gateway_url": fake.gateway_url,
+                }
+            }
+        settings = make_settings(
+            database_url,
+            tmp_path,
+            auth={"mode": "keys"},
+            tenants={tenant: {"channels": channels} for tenant, channels in bots.items()},
+        )
+        app = create_app(settings, provider=ScriptedProvider(replies=["ok"]))
+        shared = {**fake.message("x"), "content": {"not": "text"}}
+        acme_only = {**fake.message("y"), "author": "nobody"}
+        async with serve(app):
+            for token in DISCORD_TOKENS.values():
+                await asyncio.to_thread(fake.wait_connected, token)
+                await asyncio.to_thread(fake.dispatch, token, "MESSAGE_CREATE", shared)
+            await asyncio.to_thread(
+                fake.dispatch, DISCORD_TOKENS["acme"], "MESSAGE_CREATE", acme_only
+            )
+            found = await recorded(app, 3)
+    assert found == {
+        "acme": [("dc", "refused"), ("dc", "refused")],
+        "globex": [("dc", "refused")],
+    }
+
+
+async def recorded(app: FastAPI, count: int) -> dict[str, list[tuple[str, str]]]:
+    """The updates by tenant, once `count` are recorded in all."""
+
+    async def enough() -> dict[str, list[tuple[str, str]]] | None:
+        found = await updates_by_tenant(app)
+        return found if sum(map(len, found.values())) >= count else None
+
+    return await until(enough, f"{count} updates recorded")

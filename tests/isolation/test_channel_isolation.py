@@ -31,11 +31,14 @@ from backend.app import create_app
 from backend.memory.entries import NewEntry
 from backend.providers.scripted import ScriptedProvider
 from backend.storage.tables import channel_updates
+from tests.channels import slack_fixtures
 from tests.channels.conftest import signed
 from tests.conftest import make_settings, serve
 from tests.fakes.dingtalk_server import FakeDingTalkServer
+from tests.fakes.discord_server import FakeDiscordServer
 from tests.fakes.qq_server import FakeQQServer
 from tests.fakes.qq_server import webhook_headers as qq_webhook_headers
+from tests.fakes.slack_server import FakeSlackServer
 from tests.fakes.telegram_server import FakeTelegramServer
 from tests.prompt_text import prompt_text
 
@@ -456,3 +459,157 @@ async def qq_sessions(app: FastAPI, tenant_id: str) -> list[str]:
         tenant_id=tenant_id, channel="qq", external_key="qb:user-42"
     )
     return [] if found is None else [found.id]
+
+
+# ---- Discord ----------------------------------------------------------------------------------
+
+DISCORD_TOKENS = {"acme": "acme-discord-token", "globex": "globex-discord-token"}
+
+
+@pytest.mark.parametrize("scope", ["tenant", "user"])
+async def test_two_tenants_discord_bots_never_share_a_channel_a_memory_or_a_token(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, database_url: str, scope: str
+) -> None:
+    """The very same message (message, channel and author ids) dispatched to each tenant's bot:
+    each answers with its own token, from its own session and memory."""
+    with FakeDiscordServer() as fake:
+        bots = {}
+        for n, (tenant, token) in enumerate(DISCORD_TOKENS.items(), start=1):
+            monkeypatch.setenv(f"{tenant.upper()}_DISCORD_TOKEN", token)
+            fake.add_bot(token, user_id=f"80000000000000000{n}", username=f"{tenant}-bot")
+            bots[tenant] = {
+                "dc": {
+                    "kind": "discord",
+                    "token_env": f"{tenant.upper()}_DISCORD_TOKEN",
+                    "allow_from": ["*"],
+                    "api_base_url": fake.api_base_url,
+                    "gateway_url": fake.gateway_url,
+                }
+            }
+        settings = dingtalk_settings(database_url, tmp_path, scope, bots)
+        provider = ScriptedProvider(replies=["(unscripted)"])
+        app = create_app(settings, provider=provider)
+        message = fake.message(QUESTION, channel_id="300", author_id="501")
+        async with serve(app) as client:
+            for token in DISCORD_TOKENS.values():
+                await asyncio.to_thread(fake.wait_connected, token)
+            scope_key = "" if scope == "tenant" else "discord:501"
+            for tenant in DISCORD_TOKENS:
+                fact = NewEntry(source="manual", content=f"{tenant}-only: code {tenant}-1234")
+                await app.state.services.memory.append(
+                    tenant_id=tenant, scope_key=scope_key, entries=[fact]
+                )
+            provider.push("acme answers", "globex answers")
+            for tenant, token in DISCORD_TOKENS.items():
+                await asyncio.to_thread(fake.dispatch, token, "MESSAGE_CREATE", message)
+                await asyncio.to_thread(fake.wait_for_sent, 1, token=token)
+                await app.state.channels.get(tenant, "dc").settle()
+            sessions = {}
+            for tenant in DISCORD_TOKENS:
+                found = await app.state.services.sessions.find(
+                    tenant_id=tenant, channel="discord", external_key="dc:300"
+                )
+                assert found is not None
+                sessions[tenant] = found
+            webhook = await client.post("/channels/acme/dc", json={"t": "MESSAGE_CREATE"})
+        replies = {(s.token, s.content) for s in fake.sent("300")}
+    assert replies == {(token, f"{t} answers") for t, token in DISCORD_TOKENS.items()}
+    requests = dict(zip(DISCORD_TOKENS, provider.requests, strict=True))
+    for tenant, other in (("acme", "globex"), ("globex", "acme")):
+        assert f"{tenant}-1234" in prompt_text(requests[tenant])
+        assert f"{other}-1234" not in repr(requests[tenant])
+    assert sessions["acme"].id != sessions["globex"].id
+    assert webhook.status_code == 404  # as an unknown bot's: the route tells nothing
+
+
+# ---- Slack: each tenant's app (its own tokens and signing secret) -------------------------------
+
+SLACK_APPS = {
+    tenant: (f"xoxb-{tenant}", f"xapp-{tenant}", f"{tenant}-signing") for tenant in TENANTS
+}
+
+
+@pytest.fixture
+def slack_apps(monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, FakeSlackServer]]:
+    """Each tenant's Slack app, on a fake Slack of its own (a workspace each)."""
+    servers = {}
+    try:
+        for tenant, (bot_token, app_token, secret) in SLACK_APPS.items():
+            monkeypatch.setenv(f"{tenant.upper()}_SLACK_BOT", bot_token)
+            monkeypatch.setenv(f"{tenant.upper()}_SLACK_APP", app_token)
+            monkeypatch.setenv(f"{tenant.upper()}_SLACK_SIGNING", secret)
+            servers[tenant] = FakeSlackServer(bot_token=bot_token, app_token=app_token).start()
+        yield servers
+    finally:
+        for server in servers.values():
+            server.stop()
+
+
+def slack_bot(slack: FakeSlackServer, tenant: str, mode: str) -> dict[str, Any]:
+    return {
+        "kind": "slack",
+        "bot_token_env": f"{tenant.upper()}_SLACK_BOT",
+        "app_token_env": f"{tenant.upper()}_SLACK_APP",
+        "signing_secret_env": f"{tenant.upper()}_SLACK_SIGNING",
+        "mode": mode,
+        "allow_from": ["*"],
+        "api_base_url": slack.api_url,
+    }
+
+
+async def slack_session(app: FastAPI, tenant_id: str) -> list[tuple[str, str]]:
+    found = await app.state.services.sessions.find(
+        tenant_id=tenant_id, channel="slack", external_key="sl:D0ADA"
+    )
+    if found is None:
+        return []
+    messages = await app.state.services.messages.window(
+        tenant_id=tenant_id, session_id=found.id, start_id=0, limit=100
+    )
+    return [(m.role, m.content) for m in messages]
+
+
+@pytest.mark.parametrize("mode", ["socket", "events"])
+async def test_two_tenants_slack_bots_never_share_a_chat_a_memory_or_a_secret(
+    slack_apps: dict[str, FakeSlackServer], tmp_path: Path, database_url: str, mode: str
+) -> None:
+    """The very same event (event_id, channel D0ADA, user U0ADA) to each tenant's bot `sl`."""
+    robots = {tenant: {"sl": slack_bot(slack_apps[tenant], tenant, mode)} for tenant in TENANTS}
+    settings = dingtalk_settings(database_url, tmp_path, "user", robots)
+    provider = ScriptedProvider(replies=["(unscripted)"])
+    app = create_app(settings, provider=provider)
+    event = slack_apps["acme"].event(QUESTION)
+    secret = {tenant: signing for tenant, (_, _, signing) in SLACK_APPS.items()}
+    async with serve(app) as client:
+        for tenant in TENANTS:
+            fact = NewEntry(source="manual", content=f"{tenant}-only: the code is {tenant}-1234")
+            await app.state.services.memory.append(
+                tenant_id=tenant, scope_key="slack:U0ADA", entries=[fact]
+            )
+        provider.push("acme answers", "globex answers")
+        body = json.dumps(event).encode()
+        crossed = await client.post(
+            "/channels/acme/sl",
+            content=body,
+            headers=slack_fixtures.signed(body, secret=secret["globex"]),
+        )
+        for tenant in TENANTS:
+            if mode == "socket":
+                await asyncio.to_thread(slack_apps[tenant].wait_connected)
+                await asyncio.to_thread(slack_apps[tenant].push, copy.deepcopy(event))
+            else:
+                headers = slack_fixtures.signed(body, secret=secret[tenant])
+                answer = await client.post(f"/channels/{tenant}/sl", content=body, headers=headers)
+                assert answer.status_code == 200
+            await asyncio.to_thread(slack_apps[tenant].wait_for_sent, 1)
+            await app.state.channels.get(tenant, "sl").settle()
+        sessions = {tenant: await slack_session(app, tenant) for tenant in TENANTS}
+
+    assert crossed.status_code == (401 if mode == "events" else 404)
+    requests = dict(zip(TENANTS, provider.requests, strict=True))
+    for tenant, other in (("acme", "globex"), ("globex", "acme")):
+        (reply,) = slack_apps[tenant].sent()
+        assert (reply.channel, reply.text) == ("D0ADA", f"{tenant} answers")
+        assert f"{tenant}-1234" in prompt_text(requests[tenant])
+        assert f"{other}-1234" not in repr(requests[tenant])
+        assert sessions[tenant] == [("user", QUESTION), ("assistant", f"{tenant} answers")]

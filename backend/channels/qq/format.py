@@ -9,7 +9,7 @@ needs more is cut, its last allowed chunk saying so.
 
 from __future__ import annotations
 
-from backend.channels.chunking import Block, pack, pieces
+from backend.channels.chunking import markdown_chunks
 
 CHUNK_CHARS = 2_000  # a comfortable message on a phone
 MAX_CHARS = 4_000  # the longest message sent (QQ does not publish its limit; kept well under)
@@ -19,24 +19,12 @@ CUT_NOTE = "\n\n(The rest of this reply did not fit QQ's limit of replies to one
 
 def qq_chunks(markdown: str, *, replies: int = MAX_REPLIES) -> list[str]:
     """`markdown` as at most `replies` ordered messages of at most MAX_CHARS characters each."""
-    chunks = _packed(markdown, CHUNK_CHARS)
+    chunks = markdown_chunks(markdown, CHUNK_CHARS)
     if len(chunks) <= replies:
         return chunks
-    chunks = _packed(markdown, MAX_CHARS)
+    chunks = markdown_chunks(markdown, MAX_CHARS)
     if len(chunks) <= replies:
         return chunks
     kept = chunks[:replies]
-    last = _packed(kept[-1], MAX_CHARS - len(CUT_NOTE))[0]
+    last = markdown_chunks(kept[-1], MAX_CHARS - len(CUT_NOTE))[0]
     return [*kept[:-1], last + CUT_NOTE]
-
-
-def _packed(markdown: str, limit: int) -> list[str]:
-    def fits(blocks: list[Block]) -> bool:
-        return len(_joined(blocks)) <= limit
-
-    blocks = pieces(markdown, lambda block: fits([block]))
-    return [_joined(group) for group in pack(blocks, fits)]
-
-
-def _joined(blocks: list[Block]) -> str:
-    return "\n\n".join(block.markdown() for block in blocks)
