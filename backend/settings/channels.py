@@ -15,7 +15,7 @@ from pydantic import Field, model_validator
 from backend.domain.tenants import DEFAULT_TENANT, TENANT_ID
 from backend.settings.base import EnvName, Strict
 from backend.settings.channels_discord import DiscordSettings
-from backend.settings.channels_qq import QQBotSettings
+from backend.settings.channels_qq import QQSettings
 from backend.settings.channels_slack import SlackSettings
 from backend.settings.channels_wecom import WeComSettings
 
@@ -138,7 +138,7 @@ class DingTalkRobotSettings(Strict):
 ChannelSettings = Annotated[
     TelegramBotSettings
     | DingTalkRobotSettings
-    | QQBotSettings
+    | QQSettings
     | DiscordSettings
     | SlackSettings
     | WeComSettings,

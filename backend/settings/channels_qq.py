@@ -15,7 +15,7 @@ QQ_API = "https://api.sgroup.qq.com"
 QQ_TOKEN_API = "https://bots.qq.com"
 
 
-class QQBotSettings(Strict):
+class QQSettings(Strict):
     """A QQ bot: webhook (QQ posts signed events to `/channels/<tenant>/<bot>`) or websocket
     (Tally connects out to QQ's gateway; no public address needed). It answers group
     @-messages and private (C2C) messages."""
@@ -34,7 +34,7 @@ class QQBotSettings(Strict):
     token_base_url: str = QQ_TOKEN_API
 
     @model_validator(mode="after")
-    def _urls_are_http(self) -> QQBotSettings:
+    def _urls_are_http(self) -> QQSettings:
         for key in ("api_base_url", "token_base_url"):
             if not getattr(self, key).startswith(("https://", "http://")):
                 raise ValueError(f"{key} is an https:// address (QQ's by default)")

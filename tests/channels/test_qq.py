@@ -91,3 +91,36 @@ async def test_webhook_calls_are_checked_signed_fresh_and_once(
     assert replay.status_code == 401 and again.status_code == 200
     assert stored == [("user", "Hello by webhook"), ("assistant", "Hello from Tally.")]
     assert len(qq.sent()) == 1
+
+
+async def test_an_event_that_is_no_message_is_kept_and_ignored_and_a_bad_body_refused(
+    qq: FakeQQServer, tmp_path: Path, database_url: str
+) -> None:
+    """Both acknowledged ({"op":12}), so QQ does not deliver them again and again (tests/
+    channels/test_bad_updates.py probes every kind of bad body)."""
+    async with serving_qq(qq, tmp_path, database_url) as served:
+        added = {"op": 0, "id": "GROUP_ADD_ROBOT:1", "t": "GROUP_ADD_ROBOT", "d": {"x": 1}}
+        answer = await served.deliver(added)
+        not_json = await served.deliver({}, body=b"{nope")
+        await served.settle()
+        updates = await served.updates()
+    assert answer.json() == {"op": 12, "d": 0}
+    assert not_json.status_code == 200 and not_json.json()["op"] == 12
+    assert "not JSON" in not_json.json()["refused"]
+    assert updates[0] == ("GROUP_ADD_ROBOT:1", "ignored") and updates[1][1] == "refused"
+    assert qq.sent() == []
+
+
+async def test_a_signed_validation_answer_offered_as_an_event_is_refused_and_not_recorded(
+    qq: FakeQQServer, tmp_path: Path, database_url: str
+) -> None:
+    now = str(int(time.time()))
+    async with serving_qq(qq, tmp_path, database_url) as served:
+        challenge = {"op": 13, "d": {"plain_token": "Arq0D5A61EgUu4OxUvOp", "event_ts": now}}
+        signature = (await served.client.post("/channels/default/qb", json=challenge)).json()
+        headers = {"X-Signature-Ed25519": signature["signature"], "X-Signature-Timestamp": now}
+        offered = await served.deliver({}, headers, body=b"Arq0D5A61EgUu4OxUvOp")
+        forged = await served.deliver({}, {**headers, "X-Signature-Ed25519": "00"}, body=b"abc")
+        updates = await served.updates()
+    assert offered.status_code == 200 and "refused" in offered.json()
+    assert forged.status_code == 401 and updates == []

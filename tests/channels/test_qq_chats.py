@@ -4,6 +4,7 @@ commands with their choices as numbered replies, and the line it would remember 
 
 from __future__ import annotations
 
+import base64
 from pathlib import Path
 from typing import Any
 
@@ -129,3 +130,47 @@ async def test_a_fact_the_model_remembers_is_marked_with_its_chat(
     assert (entry["source"], entry["content"]) == ("qq:qb:group-3", "the group ships Friday")
     (bot,) = [c for c in health["channels"] if c["bot"] == "qb"]
     assert (bot["kind"], bot["mode"], bot["connected"]) == ("qq", "webhook", True)
+
+
+PNG = b"\x89PNG\r\n\x1a\n" + b"\x00" * 32
+
+
+async def test_a_picture_becomes_an_image_part_of_the_message(
+    qq: FakeQQServer, tmp_path: Path, database_url: str
+) -> None:
+    qq.add_file("pic-1", PNG)
+    provider = ScriptedProvider(replies=["A nice picture."])
+    async with serving_qq(qq, tmp_path, database_url, provider=provider) as served:
+        await served.deliver(qq.private_message("", picture="pic-1"))
+        (reply,) = await served.sent(1)
+        (request,) = provider.requests
+    (image,) = request.messages[-1].images
+    assert reply.text == "A nice picture."
+    assert image.media_type == "image/png" and base64.b64decode(image.data) == PNG
+
+
+async def test_a_picture_qq_cannot_hand_over_is_said_and_nothing_is_stored(
+    qq: FakeQQServer, tmp_path: Path, database_url: str
+) -> None:
+    provider = ScriptedProvider(replies=["I see nothing."])
+    async with serving_qq(qq, tmp_path, database_url, provider=provider) as served:
+        await served.deliver(qq.private_message("look", picture="expired"))
+        (said,) = await served.sent(1)
+        stored = await served.stored()
+    assert "could not fetch that picture" in said.text and "photo_unavailable" in said.text
+    assert stored == [] and provider.requests == []
+
+
+async def test_a_picture_on_another_host_is_never_fetched(
+    qq: FakeQQServer, tmp_path: Path, database_url: str
+) -> None:
+    qq.add_file("pic-1", PNG)
+    provider = ScriptedProvider(replies=["I see nothing."])
+    event = qq.private_message("look", picture="pic-1")
+    evil = f"http://localhost:{qq.port}/files/pic-1"  # the same fake under another name
+    event["d"]["attachments"][0]["url"] = evil
+    async with serving_qq(qq, tmp_path, database_url, provider=provider) as served:
+        await served.deliver(event)
+        (said,) = await served.sent(1)
+    assert "could not fetch that picture" in said.text and provider.requests == []
+    assert not [r for r in qq.requests if r.path.startswith("/files/")]

@@ -7,7 +7,9 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
-from tests.channels.qq_fixtures import APP_ID, qq_settings, serving_qq
+import pytest
+
+from tests.channels.qq_fixtures import APP_ID, APP_SECRET, qq_settings, serving_qq
 from tests.fakes.qq_server import FakeQQServer
 
 GROUP_AND_C2C = 1 << 25
@@ -70,3 +72,30 @@ async def test_a_dispatch_delivered_twice_is_answered_once(
         stored = await served.stored()
     assert [text for role, text in stored if role == "user"] == ["once please", "and then this"]
     assert len(qq.sent()) == 2
+
+
+@pytest.mark.slow
+async def test_heartbeats_carry_the_last_kept_sequence_and_an_unanswered_one_reconnects(
+    tmp_path: Path, database_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("QQ_APP_SECRET", APP_SECRET)
+    with FakeQQServer(heartbeat_interval_ms=1_000) as qq:
+        qq.add_app(APP_ID, APP_SECRET)
+        bot = qq_settings(qq, mode="websocket")
+        async with serving_qq(qq, tmp_path, database_url, bot=bot) as served:
+            await served.push(qq.private_message("hello"))
+            await served.sent(1)
+            beat = lambda fake: any(f["op"] == 1 and f["d"] == 1 for f in fake.frames)  # noqa: E731
+            await asyncio.to_thread(qq.wait_until, beat, "a heartbeat with seq 1")
+            qq.answer_heartbeats = False  # the link looks open but QQ says nothing
+            await served.push(qq.private_message("are you there?"))
+            await served.sent(2)
+            await asyncio.to_thread(qq.wait_connected, APP_ID, 2)
+            qq.answer_heartbeats = True
+            await served.push(qq.private_message("after the reconnect"))
+            await served.sent(3)
+            await served.settle()
+    resumes = [f for f in qq.frames if f["op"] == 6]
+    # 2, or 1 when the link was closed before "are you there?" reached it (QQ resends it then)
+    assert resumes and resumes[0]["d"]["seq"] in (1, 2)
+    assert [s.text for s in qq.sent()] == ["Hello from Tally."] * 3  # each answered once

@@ -100,8 +100,10 @@ class FakeQQServer(FakeServer):
         self._mutex = threading.RLock()
         self._changed = threading.Condition(self._mutex)
         self.heartbeat_interval_ms = heartbeat_interval_ms
+        self.answer_heartbeats = True  # False: a gateway that went quiet
         self.token_expires_in = 7200
         self.apps: dict[str, str] = {}  # app id -> secret
+        self.files: dict[str, bytes] = {}  # what GET /files/<name> serves (users' pictures)
         self._tokens: dict[str, str] = {}  # token -> app id
         self._messages: dict[str, str] = {}  # msg id delivered -> its chat
         self._seqs: dict[tuple[str, str], set[int]] = {}  # (app, msg id) -> msg_seq used
@@ -128,8 +130,19 @@ class FakeQQServer(FakeServer):
         author = {"id": member, "member_openid": member}
         return self._event(GROUP, {"content": " " + text, "group_openid": group, "author": author})
 
-    def private_message(self, text: str, *, user: str = "user-1") -> dict[str, Any]:
-        return self._event(PRIVATE, {"content": text, "author": {"id": user, "user_openid": user}})
+    def private_message(
+        self, text: str, *, user: str = "user-1", picture: str | None = None
+    ) -> dict[str, Any]:
+        """A private message; with `picture`, an image attachment at the fake's /files/<it>."""
+        data: dict[str, Any] = {"content": text, "author": {"id": user, "user_openid": user}}
+        if picture is not None:
+            url = f"{self.base_url}/files/{picture}"
+            data["attachments"] = [{"content_type": "image/png", "filename": picture, "url": url}]
+        return self._event(PRIVATE, data)
+
+    def add_file(self, name: str, content: bytes) -> None:
+        with self._mutex:
+            self.files[name] = content
 
     def _event(self, kind: str, data: dict[str, Any]) -> dict[str, Any]:
         msg_id = f"ROBOT1.0_{secrets.token_hex(8)}"
@@ -271,7 +284,8 @@ class FakeQQServer(FakeServer):
     async def _on_frame(self, connection: ServerConnection, frame: dict[str, Any]) -> None:
         op, data = frame.get("op"), frame.get("d") or {}
         if op == 1:
-            await connection.send(json.dumps({"op": 11}))
+            if self.answer_heartbeats:
+                await connection.send(json.dumps({"op": 11}))
             return
         app_id = self._app_of(str(data.get("token", "")).removeprefix("QQBot "))
         if op == 2 and app_id and int(data.get("intents", 0)) & GROUP_AND_C2C:
@@ -310,6 +324,14 @@ class FakeQQServer(FakeServer):
         return {"code": error.status * 100, "message": error.message}
 
     async def route(self, request: RecordedRequest, reply: Reply) -> None:
+        if request.method == "GET" and request.path.startswith("/files/"):
+            with self._mutex:
+                content = self.files.get(request.path.removeprefix("/files/"))
+            if content is None:
+                await reply.json(404, {"code": 404, "message": "file expired"})
+            else:
+                await reply.raw(200, content, "image/png")
+            return
         name, target = _route(request)
         if name is None:
             await reply.json(404, {"code": 404, "message": "not found"})

@@ -17,19 +17,26 @@ from backend.channels.bot import Envelope, PlatformBot
 from backend.channels.commands import ChatRef, Request
 from backend.channels.platform_body import RefusedUpdate, read_body
 from backend.channels.qq.gateway import GatewayConnection
-from backend.channels.qq.inbound import QQMessage, message_id_of, parse, read_message
+from backend.channels.qq.inbound import (
+    QQMessage,
+    message_id_of,
+    other_event_id,
+    parse,
+    read_message,
+)
 from backend.channels.qq.openapi import QQApi, QQError
 from backend.channels.qq.outbound import QQReplies, ReplySequence
-from backend.channels.qq.signature import WebhookSignatures
+from backend.channels.qq.signature import WebhookSignatures, could_be_a_validation_answer
+from backend.chat.user_input import image_part, image_type
 from backend.domain.inbound import Sender
 from backend.domain.messages import ImagePart
-from backend.settings.channels_qq import QQBotSettings
+from backend.settings.channels_qq import QQSettings
 from backend.storage.channel_updates import UpdateOutcome
 
 VALIDATION = 13  # op: QQ checks the callback URL
 
 
-class QQChannel(PlatformBot[QQBotSettings, QQMessage, str]):
+class QQChannel(PlatformBot[QQSettings, QQMessage, str]):
     KIND = "qq"
     PLATFORM_ERRORS = (QQError, OSError)
     PICTURE_ERRORS = (QQError,)
@@ -79,7 +86,15 @@ class QQChannel(PlatformBot[QQBotSettings, QQMessage, str]):
             if answer is None:  # said like any refused body: 200, and why (nothing kept)
                 return refused("not a fresh, well-formed callback validation")
             return WebhookAnswer(200, answer)
-        return await super().handle_webhook(call)
+        if could_be_a_validation_answer(call.body):
+            # Our answer to an op 13 (asked by anyone) signs "<event_ts><plain_token>": cut
+            # after the timestamp, it reads as a signed call whose body is the token. Such a
+            # body is no event either way: refused without a record, so none can fill the table.
+            return self._authenticate(call) or refused("not a QQ event")
+        kept = await super().handle_webhook(call)
+        if kept.status == 200 and "refused" in kept.body:  # received all the same: said so
+            return WebhookAnswer(200, {**self.WEBHOOK_RECEIVED, **kept.body})
+        return kept
 
     def _authenticate(self, call: WebhookCall) -> WebhookAnswer | None:
         if self.settings.mode != "webhook":
@@ -110,9 +125,11 @@ class QQChannel(PlatformBot[QQBotSettings, QQMessage, str]):
         return message_id_of(payload) if isinstance(payload, dict) else None
 
     def _read(self, payload: dict[str, Any]) -> str:
-        return parse(payload).message_id
+        return other_event_id(payload) or parse(payload).message_id
 
     async def _message(self, payload: dict[str, Any]) -> QQMessage | UpdateOutcome:
+        if other_event_id(payload) is not None:
+            return "ignored"  # an event of the intents that carries no message to answer
         return parse(payload)
 
     # ---- answering ------------------------------------------------------------------------
@@ -141,4 +158,11 @@ class QQChannel(PlatformBot[QQBotSettings, QQMessage, str]):
         )
 
     async def _pictures(self, message: QQMessage) -> tuple[ImagePart, ...]:
-        return ()  # attachments are not read yet: the text is answered alone
+        images = []
+        for url in message.pictures:
+            raw = await self._api.download(url)
+            media_type = image_type(raw)
+            if media_type is None:
+                raise QQError("the picture QQ handed over is no image we read")
+            images.append(image_part(media_type, raw))
+        return tuple(images)

@@ -9,8 +9,10 @@ sequence number: each is kept in the inbox before the next is read, and only the
 had, so a RESUME after a drop asks QQ again for any that were not kept. RECONNECT (op 7) and
 INVALID_SESSION (op 9: start a new session) close the connection and open another.
 
-The SDK's own gateway client is not used: it hands a dispatch to its handlers as soon as it
-reads it and counts it as had, where here it must be kept first.
+The SDK's gateway (botpy/gateway.py) is not used: it too counts a dispatch only after its raw
+handler returns, but it runs inside the SDK's `Client` lifecycle (its own login, HTTP client and
+token cache, session store and reconnect policy), a second of each beside `openapi.py`'s; this
+small client speaks the same opcodes under the skeleton's leadership, backoff and status.
 """
 
 from __future__ import annotations
@@ -88,7 +90,7 @@ class GatewayConnection:
         async with websockets.connect(
             url, open_timeout=HANDSHAKE_TIMEOUT_S, ping_interval=None, close_timeout=2
         ) as websocket:
-            hello = await asyncio.wait_for(_frame(await websocket.recv()), HELLO_TIMEOUT_S)
+            hello = await _frame(await asyncio.wait_for(websocket.recv(), HELLO_TIMEOUT_S))
             if hello.get("op") != HELLO:
                 raise ValueError(f"the gateway said op {hello.get('op')} before HELLO")
             interval = _interval_s(hello.get("d"))

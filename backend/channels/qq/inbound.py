@@ -1,4 +1,5 @@
-"""What a QQ event asks of the bot: nothing (not allowed), a command, or a turn.
+"""What a QQ event asks of the bot: nothing (not allowed), a command, or a turn (its text and the
+URLs of its pictures).
 
 A kept update is QQ's event as delivered (webhook body or gateway dispatch alike):
 `{"op": 0, "id": <event id>, "t": <type>, "s"?: <seq>, "d": <message>}`. Two types carry
@@ -16,7 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from backend.channels.commands import Ask, Command, Request, is_allowed
 from backend.channels.platform_body import RefusedUpdate
-from backend.settings.channels_qq import QQBotSettings
+from backend.settings.channels_qq import QQSettings
 
 GROUP = "GROUP_AT_MESSAGE_CREATE"
 PRIVATE = "C2C_MESSAGE_CREATE"
@@ -36,12 +37,18 @@ class _Author(_Strict):
     username: Short = ""
 
 
+class _Attachment(_Strict):
+    content_type: Short = ""
+    url: Annotated[str, Field(max_length=2048)] = ""
+
+
 class _Message(_Strict):
     id: Id
     content: Annotated[str, Field(max_length=65_536)] = ""
     timestamp: Short = ""
     group_openid: Short = ""
     author: _Author
+    attachments: Annotated[list[_Attachment], Field(max_length=20)] = []
 
 
 class _Event(_Strict):
@@ -61,6 +68,7 @@ class QQMessage:
     chat_id: str  # the group's openid, or the person's
     sender_openid: str  # member_openid in a group, user_openid in a private chat
     text: str
+    pictures: tuple[str, ...] = ()  # the URLs of its image attachments
 
     @property
     def user_key(self) -> str:
@@ -73,6 +81,17 @@ def message_id_of(data: dict[str, Any]) -> str | None:
     inner = data.get("d")
     value = inner.get("id") if isinstance(inner, dict) else None
     return value if isinstance(value, str) and 0 < len(value) <= 200 else None
+
+
+def other_event_id(data: dict[str, Any]) -> str | None:
+    """The id of a dispatch that carries no message to answer (a bot added to a group, a
+    friend added...): kept and ignored. None for a message event, or what is no event."""
+    kind, event_id = data.get("t"), data.get("id")
+    if data.get("op") != DISPATCH or not isinstance(kind, str) or kind in (GROUP, PRIVATE):
+        return None
+    if not isinstance(event_id, str) or not 0 < len(event_id) <= 200 or len(kind) > 64:
+        return None
+    return event_id
 
 
 def parse(data: dict[str, Any]) -> QQMessage:
@@ -100,10 +119,13 @@ def parse(data: dict[str, Any]) -> QQMessage:
         chat_id=chat,
         sender_openid=sender,
         text=message.content.strip(),
+        pictures=tuple(
+            a.url for a in message.attachments if a.content_type.startswith("image/") and a.url
+        ),
     )
 
 
-def read_message(message: QQMessage, settings: QQBotSettings) -> Request:
+def read_message(message: QQMessage, settings: QQSettings) -> Request:
     """What `message` asks, under the bot's `allow_from`. QQ cuts the bot's @-mention out of
     a group message itself, and delivers no group message that does not @-mention it."""
     if not is_allowed((message.sender_openid,), settings.allow_from):
@@ -111,6 +133,6 @@ def read_message(message: QQMessage, settings: QQBotSettings) -> Request:
     if message.text.startswith("/"):
         word, _, argument = message.text[1:].partition(" ")
         return Command(word.casefold(), argument.strip())
-    if not message.text:
+    if not message.text and not message.pictures:
         return None
     return Ask(message.text)

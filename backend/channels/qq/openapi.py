@@ -21,7 +21,7 @@ from urllib.parse import urlsplit
 import httpx
 
 from backend.channels.backoff import Backoff, Sleep
-from backend.settings.channels_qq import QQBotSettings
+from backend.settings.channels_qq import QQSettings
 
 log = logging.getLogger(__name__)
 
@@ -30,6 +30,10 @@ MAX_ATTEMPTS = 5
 RETRY_MAX_S = 30.0  # between tries of one call: a passive reply's window is minutes
 RETRY_AFTER_MAX_S = 60.0  # a Retry-After longer than this is not waited for in one call
 TIMEOUT = httpx.Timeout(15.0, connect=10.0)
+MAX_PICTURE_BYTES = 20 * 1024 * 1024
+# Where QQ keeps the pictures users send (`multimedia.nt.qq.com.cn`, `gchat.qpic.cn`...): a
+# picture's URL comes in the event, and no other host is ever called.
+QQ_MEDIA_DOMAINS = ("qq.com", "qq.com.cn", "qpic.cn")
 
 T = TypeVar("T")
 
@@ -56,7 +60,7 @@ class QQError(Exception):
 class QQApi:
     def __init__(
         self,
-        settings: QQBotSettings,
+        settings: QQSettings,
         *,
         sleep: Sleep = asyncio.sleep,
         clock: Callable[[], float] = time.monotonic,
@@ -119,6 +123,37 @@ class QQApi:
         if not isinstance(url, str) or not url.startswith(("wss://", "ws://")):
             raise QQError(f"QQ answered no gateway URL: {answer}")
         return url
+
+    def is_media_host(self, url: str) -> bool:
+        parts, base = urlsplit(url), urlsplit(self._base)
+        if (parts.scheme, parts.netloc) == (base.scheme, base.netloc):
+            return True
+        host = parts.hostname or ""
+        on_qq = any(host == d or host.endswith("." + d) for d in QQ_MEDIA_DOMAINS)
+        return parts.scheme == "https" and on_qq and not parts.port
+
+    async def download(self, url: str) -> bytes:
+        """A picture a user sent, by the URL in their message (no token: QQ's media URLs
+        carry their own)."""
+        url = url if "://" in url else "https://" + url.removeprefix("//")
+        if not self.is_media_host(url):
+            raise QQError(f"a picture on {urlsplit(url).netloc}, not a QQ host, is not fetched")
+
+        async def fetch() -> bytes:
+            host = urlsplit(url).netloc
+            try:
+                response = await self._http.get(url)
+            except (httpx.ConnectError, httpx.ConnectTimeout) as exc:
+                raise QQError(f"cannot reach {host}: {exc}", retry=True) from exc
+            except httpx.HTTPError as exc:
+                raise QQError(f"{host}: {type(exc).__name__}: {exc}") from exc
+            if response.status_code != 200:
+                raise _refusal(response)
+            if len(response.content) > MAX_PICTURE_BYTES:
+                raise QQError(f"a picture of more than {MAX_PICTURE_BYTES} bytes")
+            return response.content
+
+        return await self._retried(fetch)
 
     async def _authorized(
         self, token: str, method: str, path: str, body: dict[str, Any] | None

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 from backend.channels.qq.openapi import QQApi, QQError
-from backend.settings.channels_qq import QQBotSettings
+from backend.settings.channels_qq import QQSettings
 
 
-async def whoami(settings: QQBotSettings) -> str:
+async def whoami(settings: QQSettings) -> str:
     """`<username> (app <id>, mode)`, or OSError / ValueError saying why QQ would not answer."""
     api = QQApi(settings, attempts=1)  # doctor reports; serving retries
     try:

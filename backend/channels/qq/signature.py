@@ -26,6 +26,7 @@ from botpy.protocol.transport.webhook_verify import (
 
 MAX_SKEW_S = 300  # the SDK's signature_max_age
 PLAIN_TOKEN = re.compile(r"[A-Za-z0-9_+./=-]{1,256}")  # the SDK's bounds on the challenge
+SIGNED_BY_VALIDATION = re.compile(rb"[A-Za-z0-9_+./=-]{1,300}")  # token and timestamp digits
 EVENT_TS = re.compile(r"[0-9]{1,16}")
 
 
@@ -66,3 +67,8 @@ class WebhookSignatures:
             plain_token=token, event_ts=event_ts, bot_secret=self._secret
         )
         return dict(answer)
+
+
+def could_be_a_validation_answer(body: bytes) -> bool:
+    """Whether a call's body could be the end of a message our op 13 answer signed."""
+    return SIGNED_BY_VALIDATION.fullmatch(body) is not None
