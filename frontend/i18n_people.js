@@ -6,7 +6,7 @@ export const PEOPLE_STRINGS = {
   en: {
     linkTitle: "Link your accounts",
     linkIntro:
-      "Talk to Tally on Telegram or DingTalk too? Link those chats with this browser and they share one memory.",
+      "Talk to Tally in a chat app too (Telegram, DingTalk, Feishu, WeCom, Slack, Discord, QQ)? Link those chats with this browser and they share one memory.",
     linkedWith: "Linked with",
     notLinked: "Not linked",
     unlink: "Unlink",
@@ -16,7 +16,7 @@ export const PEOPLE_STRINGS = {
     unlinkFailed: "Could not unlink",
     linkGetCode: "Get a code",
     linkCodeLabel: "Your link code",
-    linkCodeHint: "Send /link {code} to the bot on Telegram or DingTalk within {n} minutes.",
+    linkCodeHint: "Send /link {code} to the bot in your chat app within {n} minutes.",
     linkCodeExpired: "That code has expired. Get a new one.",
     linkCodeFailed: "Could not get a code",
     linkEnterHint: "Or send /link to the bot and enter the code it answers here:",
@@ -37,7 +37,7 @@ export const PEOPLE_STRINGS = {
   },
   zh: {
     linkTitle: "关联你的账号",
-    linkIntro: "也在 Telegram 或钉钉上和 Tally 聊天？把那些聊天与此浏览器关联，就能共用一份记忆。",
+    linkIntro: "也在聊天应用（Telegram、钉钉、飞书、企业微信、Slack、Discord、QQ）上和 Tally 聊天？把那些聊天与此浏览器关联，就能共用一份记忆。",
     linkedWith: "已关联",
     notLinked: "未关联",
     unlink: "解除关联",
@@ -46,7 +46,7 @@ export const PEOPLE_STRINGS = {
     unlinkFailed: "无法解除关联",
     linkGetCode: "获取关联码",
     linkCodeLabel: "你的关联码",
-    linkCodeHint: "请在 {n} 分钟内，在 Telegram 或钉钉上向机器人发送 /link {code}。",
+    linkCodeHint: "请在 {n} 分钟内，在聊天应用中向机器人发送 /link {code}。",
     linkCodeExpired: "该关联码已过期，请重新获取。",
     linkCodeFailed: "无法获取关联码",
     linkEnterHint: "也可以向机器人发送 /link，再把它回复的关联码填在这里：",

@@ -1,4 +1,4 @@
-// Link your accounts (`memory.scope: user`): this browser and the person's Telegram or DingTalk
+// Link your accounts (`memory.scope: user`): this browser and the person's chat-platform
 // chats become one person with one memory. "Get a code" asks for a one-time code the person
 // sends to a bot as `/link CODE`; a code a bot gave is typed in here. While a code is shown and
 // the panel is open, the panel looks every few seconds whether it was used.

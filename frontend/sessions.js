@@ -4,10 +4,8 @@
 import { api } from "./api.js";
 import { h, icon, setAttrs, setText, toast } from "./dom.js";
 import { dayGroup } from "./i18n.js";
+import { PLATFORM_NAMES } from "./platforms.js";
 import { path } from "./url.js";
-
-/** Sessions of a chat platform's bot, by channel: their badge (a platform's own name). */
-const CHAT_PLATFORMS = { telegram: "Telegram", dingtalk: "DingTalk" };
 
 const PAGE = 50;
 
@@ -141,7 +139,8 @@ export class SessionList {
     else setText(title, "untitled");
     const href = path`#/s/${session.id}`;
     const link = h("a", { class: "session-link", href, title: session.title || null }, title);
-    const platform = CHAT_PLATFORMS[session.channel];
+    // Sessions of a chat platform's bot carry its name as a badge.
+    const platform = PLATFORM_NAMES[session.channel];
     if (platform) {
       // A bot's chat: read here, answered there.
       link.prepend(

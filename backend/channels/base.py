@@ -41,12 +41,14 @@ class WebhookCall:
 
     headers: Mapping[str, str]  # names lower-cased
     body: bytes
+    query: Mapping[str, str] = field(default_factory=dict)  # WeCom signs in the query string
 
 
 @dataclass(frozen=True, slots=True)
 class WebhookAnswer:
     status: int
     body: dict[str, object]
+    text: str | None = None  # set: answered as this plain text (WeCom's URL verification)
 
 
 def error_body(code: str, message: str) -> dict[str, object]:
@@ -77,6 +79,9 @@ class Channel(Protocol):
 
     async def handle_webhook(self, call: WebhookCall) -> WebhookAnswer:
         """Check and keep one delivered update; it is answered in the background."""
+
+    async def verify_webhook(self, call: WebhookCall) -> WebhookAnswer:
+        """A platform's `GET` of the webhook's address (WeCom's URL verification)."""
 
 
 def note_refused(status: ChannelStatus, platform_id: str, reason: str) -> None:

@@ -20,7 +20,14 @@ from dataclasses import dataclass
 from typing import Any, ClassVar, Generic, Protocol, TypeVar
 
 from backend.channels.backoff import Sleep, until_it_works
-from backend.channels.base import ChannelStatus, WebhookAnswer, WebhookCall, note_failure, refused
+from backend.channels.base import (
+    NO_SUCH_BOT,
+    ChannelStatus,
+    WebhookAnswer,
+    WebhookCall,
+    note_failure,
+    refused,
+)
 from backend.channels.commands import Ask, ChatRef, Command, CommandReply, Commands, Request
 from backend.channels.context import ChannelServices
 from backend.channels.inbox import Inbox
@@ -251,6 +258,10 @@ class PlatformBot(ABC, Generic[Settings, Message, Chunk]):
             return refusal
         await self._inbox.keep(platform_id, payload)
         return WebhookAnswer(200, dict(self.WEBHOOK_RECEIVED))
+
+    async def verify_webhook(self, call: WebhookCall) -> WebhookAnswer:
+        """A `GET` of the webhook's address: only WeCom's URL verification uses one."""
+        return NO_SUCH_BOT
 
     async def _keep_received(self, raw: object) -> None:
         """An update polled or received on a connection, read as a webhook's is; returning

@@ -42,6 +42,22 @@ def pack(blocks: list[Block], fits: Callable[[list[Block]], bool]) -> list[list[
     return groups
 
 
+def markdown_chunks(markdown: str, limit: int, *, size: Callable[[str], int] = len) -> list[str]:
+    """For a platform that renders Markdown itself: `markdown` as ordered messages of at most
+    `limit` (measured by `size`: characters, or the bytes a platform counts), the blocks of one
+    message joined by a blank line."""
+
+    def fits(blocks: list[Block]) -> bool:
+        return size(_joined(blocks)) <= limit
+
+    blocks = pieces(markdown, lambda block: fits([block]))
+    return [_joined(group) for group in pack(blocks, fits)]
+
+
+def _joined(blocks: list[Block]) -> str:
+    return "\n\n".join(block.markdown() for block in blocks)
+
+
 def _blocks(markdown: str) -> list[Block]:
     """Fenced code blocks whole, and the paragraphs between them."""
     blocks: list[Block] = []

@@ -19,7 +19,11 @@ from pydantic import BaseModel
 from backend.channels.base import Channel
 from backend.channels.context import ChannelServices
 from backend.settings.channels import ChannelSettings, DingTalkRobotSettings, TelegramBotSettings
+from backend.settings.channels_discord import DiscordSettings
 from backend.settings.channels_feishu import FeishuSettings
+from backend.settings.channels_qq import QQSettings
+from backend.settings.channels_slack import SlackSettings
+from backend.settings.channels_wecom import WeComSettings
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,6 +36,10 @@ class Platform:
 PLATFORMS: dict[str, Platform] = {
     "telegram": Platform("backend.channels.telegram", "TelegramChannel", TelegramBotSettings),
     "dingtalk": Platform("backend.channels.dingtalk", "DingTalkChannel", DingTalkRobotSettings),
+    "qq": Platform("backend.channels.qq", "QQChannel", QQSettings),
+    "discord": Platform("backend.channels.discord", "DiscordChannel", DiscordSettings),
+    "slack": Platform("backend.channels.slack", "SlackChannel", SlackSettings),
+    "wecom": Platform("backend.channels.wecom", "WeComChannel", WeComSettings),
     "feishu": Platform("backend.channels.feishu", "FeishuChannel", FeishuSettings),
 }
 

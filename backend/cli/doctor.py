@@ -27,7 +27,8 @@ from backend.settings.channels import ChannelSettings, bot_key_path
 from backend.settings.tools import McpServerSettings
 from backend.storage.database import open_database
 from backend.storage.migrate import migrate
-from backend.tools.mcp_connection import PING_EVERY_S, McpConnection
+from backend.tools.mcp_connection import McpConnection
+from backend.tools.mcp_shapes import PING_EVERY_S
 
 Outcome = Literal["ok", "WARN", "FAIL"]
 

@@ -51,7 +51,9 @@ class RedisCoordinator:
             f"async+{url}",
             implementation="redispy",
             key_prefix=f"{prefix}:rate",
-            **options,  # type: ignore[arg-type]
+            # Its errors arrive as limits' StorageError, so callers never import redis.
+            wrap_exceptions=True,
+            **options,
         )
         self._journal = RedisTurnJournal(self._redis, prefix)
         self._listener: asyncio.Task[None] | None = None

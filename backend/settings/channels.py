@@ -14,7 +14,11 @@ from pydantic import Field, model_validator
 
 from backend.domain.tenants import DEFAULT_TENANT, TENANT_ID
 from backend.settings.base import EnvName, Strict
+from backend.settings.channels_discord import DiscordSettings
 from backend.settings.channels_feishu import FeishuSettings
+from backend.settings.channels_qq import QQSettings
+from backend.settings.channels_slack import SlackSettings
+from backend.settings.channels_wecom import WeComSettings
 
 BOT_NAME = TENANT_ID  # a slug too: it names a key path (`channels.<name>`) and a webhook URL
 TELEGRAM_API = "https://api.telegram.org"
@@ -133,7 +137,14 @@ class DingTalkRobotSettings(Strict):
 
 
 ChannelSettings = Annotated[
-    TelegramBotSettings | DingTalkRobotSettings | FeishuSettings, Field(discriminator="kind")
+    TelegramBotSettings
+    | DingTalkRobotSettings
+    | QQSettings
+    | DiscordSettings
+    | SlackSettings
+    | WeComSettings
+    | FeishuSettings,
+    Field(discriminator="kind"),
 ]
 
 

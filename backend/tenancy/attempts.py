@@ -19,7 +19,6 @@ from limits import RateLimitItemPerSecond
 from limits.aio.storage import Storage
 from limits.aio.strategies import MovingWindowRateLimiter
 from limits.errors import StorageError
-from redis.exceptions import RedisError
 
 from backend.tenancy.quotas import RateLimited
 
@@ -46,7 +45,7 @@ class AttemptLimiter:
                         self._limit, namespace, tenant_id, name
                     )
                     raise self._refusal(max(stats.reset_time - time.time(), 1.0))
-        except (RedisError, StorageError, OSError) as exc:
+        except (StorageError, OSError) as exc:
             log.warning("%s attempts not counted: %s", self._what, exc, extra={"tenant": tenant_id})
 
     def _refusal(self, retry_after: float) -> RateLimited:

@@ -17,7 +17,6 @@ from limits import RateLimitItemPerMinute
 from limits.aio.storage import Storage
 from limits.aio.strategies import MovingWindowRateLimiter
 from limits.errors import StorageError
-from redis.exceptions import RedisError
 
 from backend.errors import TallyError
 from backend.storage.usage import UsageRepository
@@ -49,7 +48,7 @@ class RequestRateLimiter:
             if await self._limiter.hit(limit, "tally.requests", tenant_id):
                 return
             stats = await self._limiter.get_window_stats(limit, "tally.requests", tenant_id)
-        except (RedisError, StorageError, OSError) as exc:
+        except (StorageError, OSError) as exc:
             log.warning("requests-per-minute not counted: %s", exc, extra={"tenant": tenant_id})
             return
         retry_after = max(stats.reset_time - time.time(), 0.001)

@@ -18,7 +18,6 @@ import os
 import re
 from collections.abc import AsyncIterator
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
-from dataclasses import dataclass
 from typing import Any
 
 import anyio
@@ -30,34 +29,18 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.types import CONNECTION_CLOSED
 
 from backend.settings.tools import McpServerSettings
+from backend.tools.mcp_shapes import (
+    CallOutcome,
+    ListedTool,
+    McpCallError,
+    McpUnavailable,
+)
 
 log = logging.getLogger(__name__)
 
-PING_EVERY_S = 10.0  # a server lost while idle is noticed this soon, and reconnected
 RETRY_FIRST_S = 0.5
 RETRY_MAX_S = 15.0
 _ENV_REFERENCE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
-
-
-class McpCallError(Exception):
-    """A call that did not give a result; the message is for the model (no host detail)."""
-
-
-class McpUnavailable(McpCallError):
-    """The server cannot take a call now (not connected, or lost during the call)."""
-
-
-@dataclass(frozen=True, slots=True)
-class ListedTool:
-    name: str  # as the server names it
-    description: str
-    input_schema: dict[str, Any]
-
-
-@dataclass(frozen=True, slots=True)
-class CallOutcome:
-    text: str
-    is_error: bool
 
 
 class McpConnection:

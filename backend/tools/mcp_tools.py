@@ -13,11 +13,14 @@ import logging
 import re
 from collections.abc import Mapping
 from fnmatch import fnmatchcase
+from typing import TYPE_CHECKING
 
 from backend.settings.tools import McpServerSettings
-from backend.tools import mcp_connection
 from backend.tools.base import Tool, ToolContext, ToolFailed
-from backend.tools.mcp_connection import ListedTool, McpCallError, McpConnection
+from backend.tools.mcp_shapes import PING_EVERY_S, ListedTool, McpCallError
+
+if TYPE_CHECKING:
+    from backend.tools.mcp_connection import McpConnection
 
 log = logging.getLogger(__name__)
 
@@ -116,7 +119,7 @@ class McpServers:
     """Every tenant's MCP connections, one per tenant, server name and settings."""
 
     def __init__(self, *, ping_every_s: float | None = None) -> None:
-        self._ping_every_s = ping_every_s or mcp_connection.PING_EVERY_S
+        self._ping_every_s = ping_every_s or PING_EVERY_S
         self._connections: dict[tuple[str, str, str], McpConnection] = {}
 
     def source(
@@ -146,6 +149,9 @@ class McpServers:
         fingerprint = hashlib.sha256(settings.model_dump_json().encode()).hexdigest()
         key = (tenant_id, name, fingerprint)
         if key not in self._connections:
+            # Imported with the first server: the SDK is heavy (backend/tools/mcp_shapes.py).
+            from backend.tools.mcp_connection import McpConnection
+
             self._connections[key] = McpConnection(
                 name, settings, tenant_id=tenant_id, ping_every_s=self._ping_every_s
             )

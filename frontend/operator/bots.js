@@ -6,6 +6,7 @@
 import { api } from "../api.js";
 import { h, setText, toast } from "../dom.js";
 import { formatDateTime } from "../i18n.js";
+import { PLATFORM_NAMES } from "../platforms.js";
 import { admin } from "./admin_api.js";
 
 const WATCH_EVERY_MS = 1000;
@@ -135,7 +136,11 @@ function cells(status, tenantName) {
       named ? h("span", { class: "op-muted bots-tenant-name" }, tenantName) : null,
     ),
     h("td", { dataset: { field: "bot" } }, status.bot),
-    h("td", { dataset: { field: "kind" } }, status.kind),
+    h(
+      "td",
+      { dataset: { field: "kind", value: status.kind } },
+      PLATFORM_NAMES[status.kind] ?? status.kind,
+    ),
     h("td", { dataset: { field: "mode" } }, status.mode),
     flag("connected", status.connected, status.connected ? "is-ok" : "is-bad"),
     flag("leading", status.leading, ""),

@@ -335,7 +335,7 @@ async def test_a_telegram_bot_restarted_from_the_bots_view_is_connected_again(
             page = await open_console(tally, "bots")
             row = page.get_by_test_id("bot-row").filter(has_text="tg")
             await expect(row).to_have_attribute("data-connected", "true")
-            await expect(row.locator("[data-field=kind]")).to_have_text("telegram")
+            await expect(row.locator("[data-field=kind]")).to_have_text("Telegram")
             await expect(row.locator("[data-field=mode]")).to_have_text("polling")
             await expect(row.locator("[data-field=tenant_id]")).to_have_attribute(
                 "data-value", "default"

@@ -156,7 +156,7 @@ async def test_a_code_from_the_page_links_it_with_a_telegram_chat_until_unlinked
         await expect(shown).to_have_text(re.compile(r"^[A-Z0-9]{4}-[A-Z0-9]{4}$"))
         code = await shown.inner_text()
         await expect(links.get_by_test_id("link-code-box")).to_contain_text(
-            f"Send /link {code} to the bot on Telegram or DingTalk within 10 minutes."
+            f"Send /link {code} to the bot in your chat app within 10 minutes."
         )
         await page.context.grant_permissions(["clipboard-read", "clipboard-write"])
         await links.get_by_role("button", name="Copy").click()

@@ -23,9 +23,11 @@ from fastapi import FastAPI
 from backend.app import create_app
 from backend.providers.base import ChatProvider
 from backend.providers.scripted import ScriptedProvider
+from tests.channels import slack_fixtures
 from tests.conftest import make_settings, serve
 from tests.fakes.dingtalk_server import FakeDingTalkServer
 from tests.fakes.dingtalk_server import Sent as DingTalkSent
+from tests.fakes.slack_server import FakeSlackServer
 from tests.fakes.telegram_server import FakeTelegramServer, Sent
 
 TOKEN = "123456:test-token"
@@ -218,6 +220,35 @@ async def serving_robot(
         if connected and (bot or {}).get("mode", "stream") == "stream":
             await asyncio.to_thread(dingtalk.wait_connected, CLIENT_ID)
         yield served
+
+
+# ---- Discord (tests/channels/discord_fixtures.py) ----------------------------------------------
+from tests.channels.discord_fixtures import discord_fake  # noqa: E402, F401
+from tests.channels.qq_fixtures import qq  # noqa: E402, F401  # the fake QQ, for every test here
+
+# ---- Slack (tests/channels/slack_fixtures.py) ---------------------------------------------------
+
+
+@pytest.fixture
+def slack(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeSlackServer]:
+    yield from slack_fixtures.fake_slack(monkeypatch)
+
+
+# ---- WeCom (helpers in tests/channels/wecom_fixtures.py) ----------------------------------------
+
+
+@pytest.fixture
+def wecom(monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
+    from tests.channels.wecom_fixtures import running_wecom
+
+    yield from running_wecom(monkeypatch)
+
+
+@pytest.fixture
+def wecom_robot(monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
+    from tests.channels.wecom_fixtures import running_robot
+
+    yield from running_robot(monkeypatch)
 
 
 from tests.channels.feishu_fixtures import feishu  # noqa: E402, F401  # the Feishu fixture

@@ -34,9 +34,17 @@ from tests.channels.conftest import (
     serving_robot,
     signed,
 )
+from tests.channels.discord_fixtures import DISCORD_TOKEN, serving_discord
 from tests.channels.feishu_fixtures import APP_ID, feishu_settings, serving_feishu, webhook_call
+from tests.channels.qq_fixtures import APP_SECRET as QQ_APP_SECRET
+from tests.channels.qq_fixtures import serving_qq
+from tests.channels.slack_fixtures import serving_slack, slack_settings
+from tests.channels.slack_fixtures import signed as slack_signed
 from tests.fakes.dingtalk_server import FakeDingTalkServer
+from tests.fakes.discord_server import FakeDiscordServer
 from tests.fakes.feishu_server import FakeFeishuServer
+from tests.fakes.qq_server import FakeQQServer, webhook_headers
+from tests.fakes.slack_server import FakeSlackServer
 from tests.fakes.telegram_server import FakeTelegramServer
 
 FIGURE: dict[str, dict[str, int]] = {}
@@ -109,6 +117,58 @@ def dingtalk_update(fake: FakeDingTalkServer, text: str, n: int) -> dict[str, An
     return message
 
 
+# ---- QQ ----------------------------------------------------------------------------------------
+
+
+@asynccontextmanager
+async def qq_bot(fake: FakeQQServer, tmp_path: Path, database_url: str) -> AsyncIterator[Served]:
+    async with serving_qq(fake, tmp_path, database_url) as served:
+        yield Served(
+            served.app,
+            served.client,
+            replies=lambda: len(fake.sent()),
+            wait_replies=lambda n: served.sent(n),
+        )
+
+
+async def qq_deliver(served: Served, body: bytes, n: int) -> httpx.Response:
+    # A fresh timestamp each: a body delivered again is QQ's redelivery, not a replay.
+    headers = webhook_headers(QQ_APP_SECRET, body, int(time.time()) + n % 200)
+    return await served.client.post("/channels/default/qb", content=body, headers=headers)
+
+
+def qq_update(fake: FakeQQServer, text: str, n: int) -> dict[str, Any]:
+    return fake.private_message(text)
+
+
+# ---- Slack ------------------------------------------------------------------------------------
+
+
+@asynccontextmanager
+async def slack_bot(
+    fake: FakeSlackServer, tmp_path: Path, database_url: str
+) -> AsyncIterator[Served]:
+    bot = slack_settings(fake, mode="events")
+    async with serving_slack(fake, tmp_path, database_url, bot=bot) as served:
+        yield Served(
+            served.app,
+            served.client,
+            replies=lambda: len(fake.sent()),
+            wait_replies=lambda n: served.sent(n),
+        )
+
+
+async def slack_deliver(served: Served, body: bytes, n: int) -> httpx.Response:
+    headers = {**slack_signed(body), "Content-Type": "application/json"}
+    return await served.client.post("/channels/default/sl", content=body, headers=headers)
+
+
+def slack_update(fake: FakeSlackServer, text: str, n: int) -> dict[str, Any]:
+    event = fake.event(text)
+    event["event_id"] = f"EvBADUPDATE{n}"
+    return event
+
+
 # ---- Feishu -----------------------------------------------------------------------------------
 
 
@@ -164,6 +224,26 @@ PLATFORMS = {
         integers=(("sessionWebhookExpiredTime",), ("createAt",)),
         ids=(("msgId",), ("conversationId",)),
         text=("text", "content"),
+    ),
+    "qq": Platform(
+        name="qq",
+        fake="qq",
+        serve=qq_bot,
+        deliver=qq_deliver,
+        update=qq_update,
+        integers=(("op",),),
+        ids=(("d", "id"), ("d", "author", "user_openid")),
+        text=("d", "content"),
+    ),
+    "slack": Platform(
+        name="slack",
+        fake="slack",
+        serve=slack_bot,
+        deliver=slack_deliver,
+        update=slack_update,
+        integers=(("event_time",),),
+        ids=(("event_id",), ("event", "channel")),
+        text=("event", "text"),
     ),
     "feishu": Platform(
         name="feishu",
@@ -294,3 +374,41 @@ def count(name: str, tried: int, refused: int) -> None:
     counts = FIGURE.setdefault(name, {"tried": 0, "survived": 0, "lost": 0})
     counts["tried"] += tried
     counts["survived"] += min(tried, refused)
+
+
+async def test_bad_discord_dispatches_are_refused_and_the_gateway_goes_on(
+    discord_fake: FakeDiscordServer, tmp_path: Path, database_url: str
+) -> None:
+    """Discord has no webhook (its route answers 404 as for no bot: test_discord.py); its
+    dispatches come over the gateway, read by discord.py as JSON. What reads as JSON but not as
+    a message is refused and recorded; a frame that is no JSON at all costs the connection, and
+    the bot connects again and answers the next message."""
+    good = discord_fake.message("hello")
+    bad = [
+        {**discord_fake.message("x"), "id": 12},  # an id that is no string
+        {**discord_fake.message("x"), "id": "9" * 30},  # no snowflake
+        {**discord_fake.message("x"), "content": {"an": "object"}},
+        {**discord_fake.message("x"), "author": None},
+        {**discord_fake.message("x"), "type": 10**30},  # beyond ±2**63
+        {**discord_fake.message("x"), "nonce": float("nan")},  # Python's json reads NaN
+        {**discord_fake.message("x"), "embeds": [[[[[]]]]] * 3, "deep": _nested(40)},
+    ]
+    async with serving_discord(discord_fake, tmp_path, database_url) as served:
+        for data in bad:
+            await served.deliver(data)
+        discord_fake.send_raw(DISCORD_TOKEN, "{not json")
+        await asyncio.to_thread(discord_fake.wait_connected, DISCORD_TOKEN, 2)
+        await served.deliver(good)
+        (reply,) = await served.sent(1)
+        updates = await stored_updates(served)  # type: ignore[arg-type]
+    refused = [u for u in updates if u[1] == "refused"]
+    count("discord gateway", len(bad), len(refused))
+    assert len(refused) == len(bad) and all(error for _, _, error in refused)
+    assert reply.content == "Hello from Tally."
+
+
+def _nested(depth: int) -> object:
+    value: object = []
+    for _ in range(depth):
+        value = [value]
+    return value

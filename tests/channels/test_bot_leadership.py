@@ -17,8 +17,10 @@ from backend.app import create_app
 from backend.providers.scripted import ScriptedProvider
 from backend.storage.channel_updates import ChannelUpdateRepository
 from tests.channels.conftest import CLIENT_ID, SECRET, TOKEN, bot_settings, robot_settings
+from tests.channels.slack_fixtures import slack_settings
 from tests.conftest import make_settings, serve
 from tests.fakes.dingtalk_server import FakeDingTalkServer
+from tests.fakes.slack_server import FakeSlackServer
 from tests.fakes.telegram_server import FakeTelegramServer
 from tests.waiting import until
 
@@ -130,4 +132,19 @@ async def test_an_update_a_dead_process_had_in_hand_is_answered_by_a_live_one(
             lease_s=-1,
         )
         (reply,) = await asyncio.to_thread(telegram.wait_for_sent, 1, chat_id=42)
+    assert reply.text == "Hello from Tally."
+
+
+async def test_one_process_holds_a_slack_socket_and_another_takes_over(
+    slack: FakeSlackServer, postgres: str, tmp_path: Path
+) -> None:
+    async with processes(2, postgres, tmp_path, slack_settings(slack)) as procs:
+        await until(lambda: _count(leaders(procs), 1), "one leader")
+        await asyncio.to_thread(slack.wait_open_sockets, 1)
+        (leader,) = await leaders(procs)
+        await leader.stop()
+        await asyncio.to_thread(slack.wait_connected, 2)  # the other connects
+        await asyncio.to_thread(slack.wait_open_sockets, 1)
+        await asyncio.to_thread(slack.push, slack.event("still there?"))
+        (reply,) = await asyncio.to_thread(slack.wait_for_sent, 1)
     assert reply.text == "Hello from Tally."

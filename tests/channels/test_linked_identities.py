@@ -24,12 +24,25 @@ from tests.channels.conftest import (
     bot_settings,
     robot_settings,
 )
+from tests.channels.discord_fixtures import (
+    DISCORD_TOKEN,
+    ServedDiscord,
+    discord_settings,
+)
 from tests.channels.feishu_fixtures import APP_ID as FEISHU_APP
 from tests.channels.feishu_fixtures import ServedFeishu, feishu_settings
+from tests.channels.qq_fixtures import ServedQQ, qq_settings
+from tests.channels.slack_fixtures import ServedSlack, serving_slack
+from tests.channels.wecom_fixtures import ServedApp
+from tests.channels.wecom_fixtures import app_settings as wecom_app_settings
 from tests.conftest import make_settings, serve
 from tests.fakes.dingtalk_server import FakeDingTalkServer
+from tests.fakes.discord_server import FakeDiscordServer
 from tests.fakes.feishu_server import FakeFeishuServer
+from tests.fakes.qq_server import FakeQQServer
+from tests.fakes.slack_server import FakeSlackServer
 from tests.fakes.telegram_server import FakeTelegramServer
+from tests.fakes.wecom_server import FakeWeComServer
 from tests.prompt_text import prompt_text
 
 ADA_TELEGRAM = 42  # her user id, and her private chat with the bot
@@ -191,6 +204,153 @@ async def test_guessing_codes_from_a_chat_is_stopped_and_the_user_told(
     assert "too many link codes were tried from here" in refused
     assert "try again in 10 minutes" in refused
     assert "share one memory" in elsewhere
+
+
+async def test_ada_links_her_qq_account_and_a_fact_told_on_telegram_reaches_it(
+    telegram: FakeTelegramServer, qq: FakeQQServer, tmp_path: Path, database_url: str
+) -> None:
+    """QQ's private chats key memory by `qq:<user openid>`; a group chat does not link."""
+    settings = make_settings(
+        database_url,
+        tmp_path,
+        channels={"tg": bot_settings(telegram), "qb": qq_settings(qq)},
+        memory={"path": str(tmp_path / "MEMORY.md"), "scope": "user"},
+    )
+    remember = ToolCall(id="w", name="memory_write", arguments={"fact": "Ada is allergic to kiwi"})
+    provider = ScriptedProvider(replies=["ok"])
+    app = create_app(settings, provider=provider)
+    async with serve(app) as client:
+        tg = Served(app, client, telegram, provider)
+        on_qq = ServedQQ(app, client, qq, provider)
+
+        async def said_on_qq(text: str, **where: str) -> str:
+            before = len(qq.sent())
+            event = qq.group_message(text, **where) if where else qq.private_message(text)
+            assert (await on_qq.deliver(event)).status_code == 200
+            return (await on_qq.sent(before + 1))[-1].text
+
+        asked = await on_telegram(tg, "/link")
+        in_group = await said_on_qq(f"/link {code_in(asked)}", group="group-1", member="user-1")
+        linked = await said_on_qq(f"/link {code_in(asked)}")
+        provider.push(ScriptedToolCalls([remember]), "Noted.")
+        await on_telegram(tg, "remember: I am allergic to kiwi")
+        await said_on_qq("what fruit should I avoid?")
+        on_qq_prompt = prompt_text(provider.requests[-1])
+        for command in ("/new", "/stop", "/summary", "/memory"):
+            assert await said_on_qq(command)
+        person = await client.get("/api/people/links", params={"user": "qq:user-1"})
+    assert in_group == "Linking works in a private chat with me."
+    assert "share one memory" in linked
+    assert "Ada is allergic to kiwi" in on_qq_prompt
+    assert sorted(person.json()["identities"]) == sorted(["qq:user-1", f"telegram:{ADA_TELEGRAM}"])
+
+
+# ---- Discord ----------------------------------------------------------------------------------
+
+
+async def test_a_fact_told_on_telegram_reaches_the_linked_person_on_discord(
+    telegram: FakeTelegramServer, discord_fake: FakeDiscordServer, tmp_path: Path, database_url: str
+) -> None:
+    remember = ToolCall(id="w", name="memory_write", arguments={"fact": "Ada is allergic to kiwi"})
+    provider = ScriptedProvider(replies=["ok"])
+    settings = make_settings(
+        database_url,
+        tmp_path,
+        channels={"tg": bot_settings(telegram), "dc": discord_settings(discord_fake)},
+        memory={"path": str(tmp_path / "MEMORY.md"), "scope": "user"},
+    )
+    app = create_app(settings, provider=provider)
+    async with serve(app) as client:
+        await asyncio.to_thread(discord_fake.wait_connected, DISCORD_TOKEN)
+        tg = Served(app, client, telegram, provider)
+        dc = ServedDiscord(app, client, discord_fake, provider)
+
+        async def on_discord(text: str, user: str) -> str:
+            before = len(discord_fake.sent(channel_id=f"3{user}"))
+            await dc.deliver(dc.message(text, author_id=user, channel_id=f"3{user}"))
+            return (await dc.sent(before + 1, channel_id=f"3{user}"))[-1].content
+
+        asked = await on_telegram(tg, "/link")
+        linked = await on_discord(f"/link {code_in(asked)}", "501")
+        provider.push(ScriptedToolCalls([remember]), "Noted.")
+        await on_telegram(tg, "remember: I am allergic to kiwi")
+        await on_discord("what fruit should I avoid?", "501")
+        adas = prompt_text(provider.requests[-1])
+        await on_discord("and me?", "502")
+        bobs = prompt_text(provider.requests[-1])
+        person = await client.get("/api/people/links", params={"user": "discord:501"})
+    assert "share one memory" in linked
+    assert sorted(person.json()["identities"]) == ["discord:501", f"telegram:{ADA_TELEGRAM}"]
+    assert "Ada is allergic to kiwi" in adas and "kiwi" not in bobs
+
+
+async def on_slack(served: ServedSlack, text: str, *, user: str = "U0ADA") -> str:
+    """`text` from `user` in their direct message with the bot; its answer."""
+    before = len(served.slack.sent())
+    await served.acked(await served.push(served.slack.event(text, user=user, channel=f"D{user}")))
+    return (await served.sent(before + 1))[-1].text
+
+
+async def test_a_fact_told_on_slack_reaches_the_linked_person_on_the_web(
+    slack: FakeSlackServer, tmp_path: Path, database_url: str
+) -> None:
+    remember = ToolCall(id="w", name="memory_write", arguments={"fact": "Ada is allergic to kiwi"})
+    provider = ScriptedProvider(replies=["ok"])
+    memory = {"path": str(tmp_path / "MEMORY.md"), "scope": "user"}
+    async with serving_slack(
+        slack, tmp_path, database_url, provider=provider, memory=memory
+    ) as served:
+        web_code = await served.client.post("/api/people/link-codes", json={"user": ADA_WEB})
+        assert web_code.status_code == 201, web_code.text
+        linked = await on_slack(served, f" /link {web_code.json()['code']}")
+        person = await served.client.get("/api/people/links", params={"user": ADA_WEB})
+        provider.push(ScriptedToolCalls([remember]), "Noted.")
+        await on_slack(served, "remember: I am allergic to kiwi")
+        sent = {"message": "what fruit should I avoid?", "user": ADA_WEB}
+        web = await served.client.post("/api/chat/send", json=sent)
+        on_web = prompt_text(provider.requests[-1])
+        await on_slack(served, "what fruit should I avoid?", user="U0BOB")
+        bobs = prompt_text(provider.requests[-1])
+    assert "share one memory" in linked
+    assert sorted(person.json()["identities"]) == sorted([ADA_WEB, "slack:U0ADA"])
+    assert web.status_code == 200 and "Ada is allergic to kiwi" in on_web
+    assert "kiwi" not in bobs
+
+
+async def test_a_fact_told_on_telegram_reaches_the_linked_person_on_wecom(
+    telegram: FakeTelegramServer, wecom: FakeWeComServer, tmp_path: Path, database_url: str
+) -> None:
+    """A WeCom app's private chats are people (`wecom:<user id>`): they link like any other."""
+    remember = ToolCall(id="w", name="memory_write", arguments={"fact": "Ada is allergic to kiwi"})
+    provider = ScriptedProvider(replies=["ok"])
+    settings = make_settings(
+        database_url,
+        tmp_path,
+        channels={"tg": bot_settings(telegram), "wc": wecom_app_settings(wecom)},
+        memory={"path": str(tmp_path / "MEMORY.md"), "scope": "user"},
+    )
+    app = create_app(settings, provider=provider)
+    async with serve(app) as client:
+        tg = Served(app, client, telegram, provider)
+        wc = ServedApp(app, client, wecom, provider)
+
+        async def on_wecom(text: str, user: str = "ada") -> str:
+            before = len(wecom.sent(user))
+            await wc.post(wc.message(text, user=user))
+            return (await wc.sent(before + 1, to_user=user))[-1].content
+
+        asked = await on_telegram(tg, "/link")
+        linked = await on_wecom(f"/link {code_in(asked)}")
+        person = await client.get("/api/people/links", params={"user": "wecom:ada"})
+        provider.push(ScriptedToolCalls([remember]), "Noted.")
+        await on_telegram(tg, "remember: I am allergic to kiwi")
+        await on_wecom("what fruit should I avoid?")
+        on_wc = prompt_text(provider.requests[-1])
+        await on_wecom("and me?", user="bob")
+        bobs = prompt_text(provider.requests[-1])
+    assert "share one memory" in linked
+    assert sorted(person.json()["identities"]) == sorted(["wecom:ada", f"telegram:{ADA_TELEGRAM}"])
+    assert "Ada is allergic to kiwi" in on_wc and "kiwi" not in bobs
 
 
 async def test_a_fact_told_on_feishu_reaches_the_linked_person_on_telegram(

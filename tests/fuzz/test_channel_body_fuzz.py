@@ -21,18 +21,19 @@ from hypothesis import strategies as st
 
 from backend.app import create_app
 from backend.providers.scripted import ScriptedProvider
+from tests.channels import slack_fixtures
 from tests.channels.conftest import ROBOT, SECRET, bot_settings, robot_settings, signed
 from tests.channels.feishu_fixtures import APP_ID as FEISHU_APP
 from tests.channels.feishu_fixtures import APP_SECRET as FEISHU_SECRET
-from tests.channels.feishu_fixtures import (
-    ENCRYPT_KEY,
-    VERIFICATION_TOKEN,
-    feishu_settings,
-    webhook_call,
-)
+from tests.channels.feishu_fixtures import ENCRYPT_KEY, VERIFICATION_TOKEN, feishu_settings
+from tests.channels.qq_fixtures import APP_ID as QQ_APP_ID
+from tests.channels.qq_fixtures import APP_SECRET as QQ_APP_SECRET
+from tests.channels.qq_fixtures import qq_settings
 from tests.conftest import make_settings
 from tests.fakes.dingtalk_server import FakeDingTalkServer
-from tests.fakes.feishu_server import FakeFeishuServer
+from tests.fakes.feishu_server import FakeFeishuServer, encrypted_body, signed_headers
+from tests.fakes.qq_server import FakeQQServer, webhook_headers
+from tests.fakes.slack_server import FakeSlackServer
 from tests.fakes.telegram_server import FakeTelegramServer
 from tests.fuzz.test_schema_fuzz import served_in_thread
 from tests.waiting import until_blocking
@@ -109,14 +110,17 @@ class Platform:
     headers: Callable[[int], dict[str, str]]
     update: Callable[[int], dict[str, Any]]
     replies: Callable[[], int]
-    # A platform whose proof covers the body (Feishu encrypts and signs it): the body as sent.
-    wrap: Callable[[bytes, int], tuple[bytes, dict[str, str]]] | None = None
+    sign: Callable[[int, bytes], dict[str, str]] | None = None  # a proof over the body too
+    encrypt: Callable[[bytes], bytes] | None = None  # a body the platform encrypts (Feishu)
 
-    def request(self, body: bytes, n: int) -> tuple[bytes, dict[str, str]]:
-        return self.wrap(body, n) if self.wrap is not None else (body, self.headers(n))
+    def headers_for(self, n: int, body: bytes) -> dict[str, str]:
+        return self.sign(n, body) if self.sign is not None else self.headers(n)
+
+    def body_for(self, body: bytes) -> bytes:
+        return self.encrypt(body) if self.encrypt is not None else body
 
 
-@pytest.fixture(params=["telegram", "dingtalk", "feishu"])
+@pytest.fixture(params=["telegram", "dingtalk", "qq", "slack", "feishu"])
 def platform(
     request: pytest.FixtureRequest, sqlite_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> Iterator[tuple[Platform, Any]]:
@@ -139,25 +143,14 @@ def platform(
                 {"tg": bot},
             )
         return
+    if request.param == "qq":
+        yield from qq_platform(monkeypatch)
+        return
     if request.param == "feishu":
-        monkeypatch.setenv("FS_APP_SECRET", FEISHU_SECRET)
-        monkeypatch.setenv("FS_ENCRYPT_KEY", ENCRYPT_KEY)
-        monkeypatch.setenv("FS_VERIFY", VERIFICATION_TOKEN)
-        with FakeFeishuServer() as feishu:
-            feishu.add_app(FEISHU_APP, FEISHU_SECRET)
-            yield (
-                Platform(
-                    "feishu",
-                    "/channels/default/fs",
-                    lambda n: {},
-                    lambda n: feishu.message_event(
-                        "hello", app_id=FEISHU_APP, token=VERIFICATION_TOKEN
-                    ),
-                    lambda: len(feishu.sent()),
-                    wrap=lambda body, n: webhook_call(body),
-                ),
-                {"fs": feishu_settings(feishu, mode="webhook")},
-            )
+        yield from feishu_platform(monkeypatch)
+        return
+    if request.param == "slack":
+        yield from slack_platform(monkeypatch)
         return
     with FakeDingTalkServer() as dingtalk:
         dingtalk.add_app("ding-client-1", "ding-secret-1", ROBOT)
@@ -171,6 +164,69 @@ def platform(
                 lambda: len(dingtalk.sent()),
             ),
             {"dt": robot},
+        )
+
+
+def qq_platform(monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[Platform, Any]]:
+    monkeypatch.setenv("QQ_APP_SECRET", QQ_APP_SECRET)
+    with FakeQQServer() as qq:
+        qq.add_app(QQ_APP_ID, QQ_APP_SECRET)
+        yield (
+            Platform(
+                "qq",
+                "/channels/default/qb",
+                lambda n: {},
+                lambda n: qq.private_message("hello"),
+                lambda: len(qq.sent()),
+                # A fresh timestamp for each: the same body again is a redelivery, not a replay.
+                sign=lambda n, body: webhook_headers(
+                    QQ_APP_SECRET, body, int(time.time()) + n % 200
+                ),
+            ),
+            {"qb": qq_settings(qq)},
+        )
+
+
+def slack_platform(monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[Platform, Any]]:
+    monkeypatch.setenv("SLACK_BOT_TOKEN", slack_fixtures.BOT_TOKEN)
+    monkeypatch.setenv("SLACK_SIGNING_SECRET", slack_fixtures.SIGNING_SECRET)
+    with FakeSlackServer(bot_token=slack_fixtures.BOT_TOKEN, app_token="xapp-unused") as slack:
+        bot = slack_fixtures.slack_settings(slack, mode="events")
+        yield (
+            Platform(
+                "slack",
+                "/channels/default/sl",
+                lambda n: {},
+                lambda n: slack.event("hello") | {"event_id": f"EvFuzz{n}"},
+                lambda: len(slack.sent()),
+                sign=lambda n, body: (
+                    {"Content-Type": "application/json"} | slack_fixtures.signed(body)
+                ),
+            ),
+            {"sl": bot},
+        )
+
+
+def feishu_platform(monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[Platform, Any]]:
+    monkeypatch.setenv("FS_APP_SECRET", FEISHU_SECRET)
+    monkeypatch.setenv("FS_ENCRYPT_KEY", ENCRYPT_KEY)
+    monkeypatch.setenv("FS_VERIFY", VERIFICATION_TOKEN)
+    with FakeFeishuServer() as feishu:
+        feishu.add_app(FEISHU_APP, FEISHU_SECRET)
+        yield (
+            Platform(
+                "feishu",
+                "/channels/default/fs",
+                lambda n: {},
+                lambda n: feishu.message_event(
+                    "hello", app_id=FEISHU_APP, token=VERIFICATION_TOKEN
+                ),
+                lambda: len(feishu.sent()),
+                # Encrypted with the app's key, then signed (a fresh nonce each), as Feishu does.
+                sign=lambda n, body: signed_headers(body, ENCRYPT_KEY),
+                encrypt=lambda body: encrypted_body(body, ENCRYPT_KEY),
+            ),
+            {"fs": feishu_settings(feishu, mode="webhook")},
         )
 
 
@@ -192,18 +248,19 @@ def test_no_body_past_a_valid_proof_is_answered_with_an_error(
         @hypothesis.given(bodies(entry.update(0)))
         def probe(body: bytes) -> None:
             n = next(counter)
-            content, headers = entry.request(body, n)
+            sent = entry.body_for(body)
             response = portal.call(
-                lambda: client.post(entry.path, content=content, headers=headers)
+                lambda: client.post(entry.path, content=sent, headers=entry.headers_for(n, sent))
             )
             answered.append(response.status_code)
             assert response.status_code == 200, (body[:300], response.text[:300])
 
         probe()
         before = entry.replies()
-        good = json.dumps(entry.update(999_999)).encode()
-        content, headers = entry.request(good, 0)
-        last = portal.call(lambda: client.post(entry.path, content=content, headers=headers))
+        good = entry.body_for(json.dumps(entry.update(999_999)).encode())
+        last = portal.call(
+            lambda: client.post(entry.path, content=good, headers=entry.headers_for(0, good))
+        )
         still_answers = until_blocking(
             lambda: entry.replies() > before, f"the {entry.name} bot answering a good update"
         )

@@ -31,11 +31,19 @@ from backend.app import create_app
 from backend.memory.entries import NewEntry
 from backend.providers.scripted import ScriptedProvider
 from backend.storage.tables import channel_updates
+from tests.channels import slack_fixtures
 from tests.channels.conftest import signed
 from tests.conftest import make_settings, serve
 from tests.fakes.dingtalk_server import FakeDingTalkServer
+from tests.fakes.discord_server import FakeDiscordServer
 from tests.fakes.feishu_server import FakeFeishuServer, encrypted_body, signed_headers
+from tests.fakes.qq_server import FakeQQServer
+from tests.fakes.qq_server import webhook_headers as qq_webhook_headers
+from tests.fakes.slack_server import FakeSlackServer
 from tests.fakes.telegram_server import FakeTelegramServer
+from tests.fakes.wecom_robot_server import FakeRobotServer
+from tests.fakes.wecom_server import App as WeComApp
+from tests.fakes.wecom_server import FakeWeComServer
 from tests.prompt_text import prompt_text
 
 TENANTS = {"acme": "111:acme-token", "globex": "222:globex-token"}
@@ -366,6 +374,404 @@ async def test_two_tenants_callback_robots_never_share_a_secret_a_session_or_an_
     assert kept_after_refusals == 0 and stored_after_refusals == [[], []]
     check_answered_apart(dingtalk, provider, sessions, "{}-only", "{}-summary")
     assert {tenant: found for tenant, (found, _) in sessions.items()} == before
+
+
+# ---- QQ -----------------------------------------------------------------------------------------
+
+QQ_APPS = {"acme": ("102000101", "acme-qq-secret"), "globex": ("102000202", "globex-qq-secret")}
+QQ_STREAM_APP = ("102000303", "initech-qq-secret")
+
+
+@pytest.fixture
+def qq(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeQQServer]:
+    """One fake QQ holding each tenant's app (and initech's, for a websocket bot)."""
+    with FakeQQServer() as server:
+        for tenant, (app_id, secret) in {**QQ_APPS, "initech": QQ_STREAM_APP}.items():
+            monkeypatch.setenv(f"{tenant.upper()}_QQ_SECRET", secret)
+            server.add_app(app_id, secret)
+        yield server
+
+
+def qq_bot(qq: FakeQQServer, tenant: str, mode: str = "webhook") -> dict[str, Any]:
+    app_id = QQ_STREAM_APP[0] if tenant == "initech" else QQ_APPS[tenant][0]
+    return {
+        "kind": "qq",
+        "app_id": app_id,
+        "app_secret_env": f"{tenant.upper()}_QQ_SECRET",
+        "mode": mode,
+        "allow_from": ["*"],
+        "api_base_url": qq.base_url,
+        "token_base_url": qq.base_url,
+    }
+
+
+async def test_two_tenants_qq_bots_never_share_a_chat_a_memory_or_a_secret(
+    qq: FakeQQServer, tmp_path: Path, database_url: str
+) -> None:
+    bots = {tenant: {"channels": {"qb": qq_bot(qq, tenant)}} for tenant in QQ_APPS}
+    bots["initech"] = {"channels": {"qws": qq_bot(qq, "initech", "websocket")}}
+    settings = make_settings(database_url, tmp_path, auth={"mode": "keys"}, tenants=bots)
+    provider = ScriptedProvider(replies=["(unscripted)"])
+    app = create_app(settings, provider=provider)
+    event = qq.private_message("what is my launch code?", user="user-42")
+    body = json.dumps(event).encode()
+
+    async def post(path: str, secret: str) -> httpx.Response:
+        headers = qq_webhook_headers(secret, body)
+        return await client.post(path, content=body, headers=headers)
+
+    async with serve(app) as client:
+        memory = app.state.services.memory
+        fact = NewEntry(source="manual", content="acme-only: the launch code is 1234")
+        await memory.append(tenant_id="acme", scope_key="", entries=[fact])
+        await asyncio.to_thread(qq.wait_connected, QQ_STREAM_APP[0])
+
+        crossed = [
+            await post("/channels/acme/qb", QQ_APPS["globex"][1]),
+            await post("/channels/globex/qb", QQ_APPS["acme"][1]),
+        ]
+        misses = [
+            await post(path, QQ_APPS["acme"][1])
+            for path in ("/channels/nobody/qb", "/channels/acme/nobot", "/channels/initech/qws")
+        ]
+        stored_after_refusals = await qq_sessions(app, "acme") + await qq_sessions(app, "globex")
+
+        provider.push("acme answers", "globex answers")
+        for tenant in QQ_APPS:  # the same event, ids and all, to both bots
+            accepted = await post(f"/channels/{tenant}/qb", QQ_APPS[tenant][1])
+            assert accepted.status_code == 200, accepted.text
+            await app.state.channels.get(tenant, "qb").settle()
+        sessions = {tenant: await qq_sessions(app, tenant) for tenant in QQ_APPS}
+
+    assert [r.status_code for r in crossed] == [401, 401]
+    assert {(r.status_code, r.text) for r in misses} == {(404, misses[0].text)}
+    assert stored_after_refusals == []
+    replies = {s.app_id: (s.target, s.msg_id, s.text) for s in qq.sent()}
+    msg_id = event["d"]["id"]
+    assert replies == {
+        QQ_APPS["acme"][0]: ("user-42", msg_id, "acme answers"),
+        QQ_APPS["globex"][0]: ("user-42", msg_id, "globex answers"),
+    }
+    acme_request, globex_request = provider.requests
+    assert "acme-only" in prompt_text(acme_request) and "acme-only" not in repr(globex_request)
+    assert len(sessions["acme"]) == len(sessions["globex"]) == 1
+    assert sessions["acme"][0] != sessions["globex"][0]
+
+
+async def qq_sessions(app: FastAPI, tenant_id: str) -> list[str]:
+    found = await app.state.services.sessions.find(
+        tenant_id=tenant_id, channel="qq", external_key="qb:user-42"
+    )
+    return [] if found is None else [found.id]
+
+
+# ---- Discord ----------------------------------------------------------------------------------
+
+DISCORD_TOKENS = {"acme": "acme-discord-token", "globex": "globex-discord-token"}
+
+
+@pytest.mark.parametrize("scope", ["tenant", "user"])
+async def test_two_tenants_discord_bots_never_share_a_channel_a_memory_or_a_token(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, database_url: str, scope: str
+) -> None:
+    """The very same message (message, channel and author ids) dispatched to each tenant's bot:
+    each answers with its own token, from its own session and memory."""
+    with FakeDiscordServer() as fake:
+        bots = {}
+        for n, (tenant, token) in enumerate(DISCORD_TOKENS.items(), start=1):
+            monkeypatch.setenv(f"{tenant.upper()}_DISCORD_TOKEN", token)
+            fake.add_bot(token, user_id=f"80000000000000000{n}", username=f"{tenant}-bot")
+            bots[tenant] = {
+                "dc": {
+                    "kind": "discord",
+                    "token_env": f"{tenant.upper()}_DISCORD_TOKEN",
+                    "allow_from": ["*"],
+                    "api_base_url": fake.api_base_url,
+                    "gateway_url": fake.gateway_url,
+                }
+            }
+        settings = dingtalk_settings(database_url, tmp_path, scope, bots)
+        provider = ScriptedProvider(replies=["(unscripted)"])
+        app = create_app(settings, provider=provider)
+        message = fake.message(QUESTION, channel_id="300", author_id="501")
+        async with serve(app) as client:
+            for token in DISCORD_TOKENS.values():
+                await asyncio.to_thread(fake.wait_connected, token)
+            scope_key = "" if scope == "tenant" else "discord:501"
+            for tenant in DISCORD_TOKENS:
+                fact = NewEntry(source="manual", content=f"{tenant}-only: code {tenant}-1234")
+                await app.state.services.memory.append(
+                    tenant_id=tenant, scope_key=scope_key, entries=[fact]
+                )
+            provider.push("acme answers", "globex answers")
+            for tenant, token in DISCORD_TOKENS.items():
+                await asyncio.to_thread(fake.dispatch, token, "MESSAGE_CREATE", message)
+                await asyncio.to_thread(fake.wait_for_sent, 1, token=token)
+                await app.state.channels.get(tenant, "dc").settle()
+            sessions = {}
+            for tenant in DISCORD_TOKENS:
+                found = await app.state.services.sessions.find(
+                    tenant_id=tenant, channel="discord", external_key="dc:300"
+                )
+                assert found is not None
+                sessions[tenant] = found
+            webhook = await client.post("/channels/acme/dc", json={"t": "MESSAGE_CREATE"})
+        replies = {(s.token, s.content) for s in fake.sent("300")}
+    assert replies == {(token, f"{t} answers") for t, token in DISCORD_TOKENS.items()}
+    requests = dict(zip(DISCORD_TOKENS, provider.requests, strict=True))
+    for tenant, other in (("acme", "globex"), ("globex", "acme")):
+        assert f"{tenant}-1234" in prompt_text(requests[tenant])
+        assert f"{other}-1234" not in repr(requests[tenant])
+    assert sessions["acme"].id != sessions["globex"].id
+    assert webhook.status_code == 404  # as an unknown bot's: the route tells nothing
+
+
+# ---- Slack: each tenant's app (its own tokens and signing secret) -------------------------------
+
+SLACK_APPS = {
+    tenant: (f"xoxb-{tenant}", f"xapp-{tenant}", f"{tenant}-signing") for tenant in TENANTS
+}
+
+
+@pytest.fixture
+def slack_apps(monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, FakeSlackServer]]:
+    """Each tenant's Slack app, on a fake Slack of its own (a workspace each)."""
+    servers = {}
+    try:
+        for tenant, (bot_token, app_token, secret) in SLACK_APPS.items():
+            monkeypatch.setenv(f"{tenant.upper()}_SLACK_BOT", bot_token)
+            monkeypatch.setenv(f"{tenant.upper()}_SLACK_APP", app_token)
+            monkeypatch.setenv(f"{tenant.upper()}_SLACK_SIGNING", secret)
+            servers[tenant] = FakeSlackServer(bot_token=bot_token, app_token=app_token).start()
+        yield servers
+    finally:
+        for server in servers.values():
+            server.stop()
+
+
+def slack_bot(slack: FakeSlackServer, tenant: str, mode: str) -> dict[str, Any]:
+    return {
+        "kind": "slack",
+        "bot_token_env": f"{tenant.upper()}_SLACK_BOT",
+        "app_token_env": f"{tenant.upper()}_SLACK_APP",
+        "signing_secret_env": f"{tenant.upper()}_SLACK_SIGNING",
+        "mode": mode,
+        "allow_from": ["*"],
+        "api_base_url": slack.api_url,
+    }
+
+
+async def slack_session(app: FastAPI, tenant_id: str) -> list[tuple[str, str]]:
+    found = await app.state.services.sessions.find(
+        tenant_id=tenant_id, channel="slack", external_key="sl:D0ADA"
+    )
+    if found is None:
+        return []
+    messages = await app.state.services.messages.window(
+        tenant_id=tenant_id, session_id=found.id, start_id=0, limit=100
+    )
+    return [(m.role, m.content) for m in messages]
+
+
+@pytest.mark.parametrize("mode", ["socket", "events"])
+async def test_two_tenants_slack_bots_never_share_a_chat_a_memory_or_a_secret(
+    slack_apps: dict[str, FakeSlackServer], tmp_path: Path, database_url: str, mode: str
+) -> None:
+    """The very same event (event_id, channel D0ADA, user U0ADA) to each tenant's bot `sl`."""
+    robots = {tenant: {"sl": slack_bot(slack_apps[tenant], tenant, mode)} for tenant in TENANTS}
+    settings = dingtalk_settings(database_url, tmp_path, "user", robots)
+    provider = ScriptedProvider(replies=["(unscripted)"])
+    app = create_app(settings, provider=provider)
+    event = slack_apps["acme"].event(QUESTION)
+    secret = {tenant: signing for tenant, (_, _, signing) in SLACK_APPS.items()}
+    async with serve(app) as client:
+        for tenant in TENANTS:
+            fact = NewEntry(source="manual", content=f"{tenant}-only: the code is {tenant}-1234")
+            await app.state.services.memory.append(
+                tenant_id=tenant, scope_key="slack:U0ADA", entries=[fact]
+            )
+        provider.push("acme answers", "globex answers")
+        body = json.dumps(event).encode()
+        crossed = await client.post(
+            "/channels/acme/sl",
+            content=body,
+            headers=slack_fixtures.signed(body, secret=secret["globex"]),
+        )
+        for tenant in TENANTS:
+            if mode == "socket":
+                await asyncio.to_thread(slack_apps[tenant].wait_connected)
+                await asyncio.to_thread(slack_apps[tenant].push, copy.deepcopy(event))
+            else:
+                headers = slack_fixtures.signed(body, secret=secret[tenant])
+                answer = await client.post(f"/channels/{tenant}/sl", content=body, headers=headers)
+                assert answer.status_code == 200
+            await asyncio.to_thread(slack_apps[tenant].wait_for_sent, 1)
+            await app.state.channels.get(tenant, "sl").settle()
+        sessions = {tenant: await slack_session(app, tenant) for tenant in TENANTS}
+
+    assert crossed.status_code == (401 if mode == "events" else 404)
+    requests = dict(zip(TENANTS, provider.requests, strict=True))
+    for tenant, other in (("acme", "globex"), ("globex", "acme")):
+        (reply,) = slack_apps[tenant].sent()
+        assert (reply.channel, reply.text) == ("D0ADA", f"{tenant} answers")
+        assert f"{tenant}-1234" in prompt_text(requests[tenant])
+        assert f"{other}-1234" not in repr(requests[tenant])
+        assert sessions[tenant] == [("user", QUESTION), ("assistant", f"{tenant} answers")]
+
+
+# ---- WeCom ------------------------------------------------------------------------------------
+
+WECOM_APPS = {
+    tenant: WeComApp(
+        corp_id=f"ww-{tenant}-corp",
+        agent_id=agent_id,
+        secret=f"{tenant}-wecom-secret",
+        token=f"{tenant}token",
+        aes_key=(tenant * 43)[:39] + "0123",
+    )
+    for tenant, agent_id in (("acme", 1000001), ("globex", 1000002))
+}
+
+
+@pytest.fixture
+def wecom(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeWeComServer]:
+    with FakeWeComServer() as server:
+        for tenant, app in WECOM_APPS.items():
+            monkeypatch.setenv(f"{tenant.upper()}_WC_SECRET", app.secret)
+            monkeypatch.setenv(f"{tenant.upper()}_WC_TOKEN", app.token)
+            monkeypatch.setenv(f"{tenant.upper()}_WC_AES_KEY", app.aes_key)
+            server.add_app(app)
+        yield server
+
+
+async def test_two_tenants_wecom_apps_never_share_a_key_a_session_or_an_app(
+    wecom: FakeWeComServer, tmp_path: Path, database_url: str
+) -> None:
+    apps = {
+        tenant: {
+            "wc": {
+                "kind": "wecom",
+                "corp_id": app.corp_id,
+                "agent_id": app.agent_id,
+                "secret_env": f"{tenant.upper()}_WC_SECRET",
+                "token_env": f"{tenant.upper()}_WC_TOKEN",
+                "aes_key_env": f"{tenant.upper()}_WC_AES_KEY",
+                "allow_from": ["*"],
+                "api_base_url": wecom.base_url,
+            }
+        }
+        for tenant, app in WECOM_APPS.items()
+    }
+    settings = dingtalk_settings(database_url, tmp_path, "user", apps)
+    provider = ScriptedProvider(replies=["(unscripted)"])
+    app = create_app(settings, provider=provider)
+
+    def message(tenant: str) -> bytes:  # the same MsgId, sender and time for both
+        return wecom.message_xml(
+            QUESTION, app=WECOM_APPS[tenant], user="ada", msg_id="7000000000000000001"
+        )
+
+    async with serve(app) as client:
+
+        async def call(path: str, signed_as: str, tenant: str) -> httpx.Response:
+            query, body = wecom.callback(WECOM_APPS[signed_as], message(tenant))
+            return await client.post(path, params=query, content=body)
+
+        for tenant in WECOM_APPS:
+            fact = NewEntry(source="manual", content=f"{tenant}-only: code {tenant}-1234")
+            await app.state.services.memory.append(
+                tenant_id=tenant, scope_key="wecom:ada", entries=[fact]
+            )
+        crossed = [
+            await call("/channels/acme/wc", "globex", "acme"),
+            await call("/channels/globex/wc", "acme", "globex"),
+        ]
+        misses = [
+            await call("/channels/nobody/wc", "acme", "acme"),
+            await call("/channels/acme/nobot", "acme", "acme"),
+        ]
+        kept_after_refusals = await count_updates(app)
+
+        provider.push("acme answers", "globex answers")
+        for tenant in WECOM_APPS:
+            accepted = await call(f"/channels/{tenant}/wc", tenant, tenant)
+            assert accepted.status_code == 200, accepted.text
+            await app.state.channels.get(tenant, "wc").settle()
+        sessions = {}
+        for tenant in WECOM_APPS:
+            found = await app.state.services.sessions.find(
+                tenant_id=tenant, channel="wecom", external_key="wc:ada"
+            )
+            assert found is not None and found.user_key == "wecom:ada"
+            window = await app.state.services.messages.window(
+                tenant_id=tenant, session_id=found.id, start_id=0, limit=10
+            )
+            sessions[tenant] = (found.id, [(m.role, m.content) for m in window])
+
+    assert [r.status_code for r in crossed] == [401, 401]
+    assert {(r.status_code, r.text) for r in misses} == {(404, misses[0].text)}
+    assert kept_after_refusals == 0
+    sent = {(s.agent_id, s.to_user, s.content) for s in wecom.sent()}
+    assert sent == {
+        (WECOM_APPS["acme"].agent_id, "ada", "acme answers"),
+        (WECOM_APPS["globex"].agent_id, "ada", "globex answers"),
+    }
+    requests = dict(zip(WECOM_APPS, provider.requests, strict=True))
+    for tenant, other in (("acme", "globex"), ("globex", "acme")):
+        assert f"{tenant}-1234" in prompt_text(requests[tenant])
+        assert f"{other}-1234" not in repr(requests[tenant])
+        assert sessions[tenant][1] == [("user", QUESTION), ("assistant", f"{tenant} answers")]
+    assert sessions["acme"][0] != sessions["globex"][0]
+
+
+async def test_two_tenants_wecom_robots_never_share_a_chat_or_a_connection(
+    tmp_path: Path, database_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The same user and msgid to each tenant's robot (each its own long connection)."""
+    with (
+        FakeRobotServer("aib-acme", "acme-robot-secret") as acme,
+        FakeRobotServer("aib-globex", "globex-robot-secret") as globex,
+    ):
+        robots = {"acme": acme, "globex": globex}
+        for tenant, robot in robots.items():
+            monkeypatch.setenv(f"{tenant.upper()}_WR_SECRET", robot.secret)
+        bots = {
+            tenant: {
+                "wr": {
+                    "kind": "wecom",
+                    "mode": "robot",
+                    "bot_id": robot.bot_id,
+                    "bot_secret_env": f"{tenant.upper()}_WR_SECRET",
+                    "allow_from": ["*"],
+                    "ws_url": robot.url,
+                }
+            }
+            for tenant, robot in robots.items()
+        }
+        settings = dingtalk_settings(database_url, tmp_path, "user", bots)
+        provider = ScriptedProvider(replies=["(unscripted)"])
+        app = create_app(settings, provider=provider)
+        async with serve(app):
+            provider.push("acme answers", "globex answers")
+            for tenant, robot in robots.items():
+                await asyncio.to_thread(robot.wait_connected)
+                await asyncio.to_thread(robot.push, robot.message(QUESTION, msgid="same-msgid-1"))
+                await asyncio.to_thread(robot.wait_for_replies, 1)
+                await app.state.channels.get(tenant, "wr").settle()
+            stored = {}
+            for tenant in robots:
+                found = await app.state.services.sessions.find(
+                    tenant_id=tenant, channel="wecom", external_key="wr:ada"
+                )
+                assert found is not None and found.user_key == "wecom:ada"
+                window = await app.state.services.messages.window(
+                    tenant_id=tenant, session_id=found.id, start_id=0, limit=10
+                )
+                stored[tenant] = [(m.role, m.content) for m in window]
+    assert [r.content for r in acme.replies()] == ["acme answers"]
+    assert [r.content for r in globex.replies()] == ["globex answers"]
+    for tenant in robots:
+        assert stored[tenant] == [("user", QUESTION), ("assistant", f"{tenant} answers")]
 
 
 # ---- Feishu -------------------------------------------------------------------------------------

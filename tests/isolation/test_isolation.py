@@ -106,6 +106,10 @@ ID_PROBES: dict[tuple[str, str], IdProbe] = {
     ("POST", "/channels/{tenant_id}/{bot_name}"): IdProbe(
         "tenant", {"update_id": 1, "message": {"message_id": 1, "text": "taken over"}}
     ),
+    # WeCom's URL verification: a GET of the same address.
+    ("GET", "/channels/{tenant_id}/{bot_name}"): IdProbe(
+        "tenant", params={"msg_signature": "0" * 40, "timestamp": "1", "nonce": "1", "echostr": "x"}
+    ),
 }
 
 # Lists and reads without an id: the query strings to try, given the probed tenant's id.

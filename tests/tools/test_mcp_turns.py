@@ -23,7 +23,7 @@ from sqlalchemy import select
 from backend.app import create_app
 from backend.composition.services import Services
 from backend.storage.tables import tool_conversations
-from backend.tools import mcp_connection
+from backend.tools import mcp_connection, mcp_tools
 from tests.conftest import make_settings, serve
 from tests.fakes import Call, ToolCalls
 from tests.fakes.mcp_harness import REPO_ROOT, free_port, mcp_http_server
@@ -43,7 +43,7 @@ def vendor() -> Iterator[FakeOpenAIServer]:
 @pytest.fixture(autouse=True)
 def _no_idle_pings(monkeypatch: pytest.MonkeyPatch) -> None:
     """A server killed by a test is noticed by the next call, not by a ping racing it."""
-    monkeypatch.setattr(mcp_connection, "PING_EVERY_S", 3600.0)
+    monkeypatch.setattr(mcp_tools, "PING_EVERY_S", 3600.0)
 
 
 def stdio_server(**extra: Any) -> dict[str, Any]:

@@ -4,7 +4,7 @@ each in notifications."""
 
 from __future__ import annotations
 
-from backend.channels.chunking import Block, pack, pieces
+from backend.channels.chunking import markdown_chunks
 
 # DingTalk refuses Markdown over 5,000 characters; a margin for the title it shows beside it.
 MAX_CHARS = 4_000
@@ -13,16 +13,7 @@ TITLE_CHARS = 40
 
 def dingtalk_chunks(markdown: str, *, limit: int = MAX_CHARS) -> list[str]:
     """`markdown` as ordered messages of at most `limit` characters each."""
-
-    def fits(blocks: list[Block]) -> bool:
-        return len(_joined(blocks)) <= limit
-
-    blocks = pieces(markdown, lambda block: fits([block]))
-    return [_joined(group) for group in pack(blocks, fits)]
-
-
-def _joined(blocks: list[Block]) -> str:
-    return "\n\n".join(block.markdown() for block in blocks)
+    return markdown_chunks(markdown, limit)
 
 
 def title_of(text: str) -> str:
