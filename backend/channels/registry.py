@@ -20,6 +20,7 @@ from backend.channels.base import Channel
 from backend.channels.context import ChannelServices
 from backend.settings.channels import ChannelSettings, DingTalkRobotSettings, TelegramBotSettings
 from backend.settings.channels_discord import DiscordSettings
+from backend.settings.channels_feishu import FeishuSettings
 from backend.settings.channels_qq import QQSettings
 from backend.settings.channels_slack import SlackSettings
 from backend.settings.channels_wecom import WeComSettings
@@ -39,6 +40,7 @@ PLATFORMS: dict[str, Platform] = {
     "discord": Platform("backend.channels.discord", "DiscordChannel", DiscordSettings),
     "slack": Platform("backend.channels.slack", "SlackChannel", SlackSettings),
     "wecom": Platform("backend.channels.wecom", "WeComChannel", WeComSettings),
+    "feishu": Platform("backend.channels.feishu", "FeishuChannel", FeishuSettings),
 }
 
 

@@ -15,6 +15,7 @@ from pydantic import Field, model_validator
 from backend.domain.tenants import DEFAULT_TENANT, TENANT_ID
 from backend.settings.base import EnvName, Strict
 from backend.settings.channels_discord import DiscordSettings
+from backend.settings.channels_feishu import FeishuSettings
 from backend.settings.channels_qq import QQSettings
 from backend.settings.channels_slack import SlackSettings
 from backend.settings.channels_wecom import WeComSettings
@@ -141,7 +142,8 @@ ChannelSettings = Annotated[
     | QQSettings
     | DiscordSettings
     | SlackSettings
-    | WeComSettings,
+    | WeComSettings
+    | FeishuSettings,
     Field(discriminator="kind"),
 ]
 

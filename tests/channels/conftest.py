@@ -249,3 +249,6 @@ def wecom_robot(monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
     from tests.channels.wecom_fixtures import running_robot
 
     yield from running_robot(monkeypatch)
+
+
+from tests.channels.feishu_fixtures import feishu  # noqa: E402, F401  # the Feishu fixture

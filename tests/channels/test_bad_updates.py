@@ -35,12 +35,14 @@ from tests.channels.conftest import (
     signed,
 )
 from tests.channels.discord_fixtures import DISCORD_TOKEN, serving_discord
+from tests.channels.feishu_fixtures import APP_ID, feishu_settings, serving_feishu, webhook_call
 from tests.channels.qq_fixtures import APP_SECRET as QQ_APP_SECRET
 from tests.channels.qq_fixtures import serving_qq
 from tests.channels.slack_fixtures import serving_slack, slack_settings
 from tests.channels.slack_fixtures import signed as slack_signed
 from tests.fakes.dingtalk_server import FakeDingTalkServer
 from tests.fakes.discord_server import FakeDiscordServer
+from tests.fakes.feishu_server import FakeFeishuServer
 from tests.fakes.qq_server import FakeQQServer, webhook_headers
 from tests.fakes.slack_server import FakeSlackServer
 from tests.fakes.telegram_server import FakeTelegramServer
@@ -167,6 +169,35 @@ def slack_update(fake: FakeSlackServer, text: str, n: int) -> dict[str, Any]:
     return event
 
 
+# ---- Feishu -----------------------------------------------------------------------------------
+
+
+@asynccontextmanager
+async def feishu_bot(
+    fake: FakeFeishuServer, tmp_path: Path, database_url: str
+) -> AsyncIterator[Served]:
+    bot = feishu_settings(fake, mode="webhook")
+    async with serving_feishu(fake, tmp_path, database_url, bot=bot) as served:
+        yield Served(
+            served.app,
+            served.client,
+            replies=lambda: len(fake.sent()),
+            wait_replies=lambda n: served.sent(n),
+        )
+
+
+async def feishu_deliver(served: Served, body: bytes, n: int) -> httpx.Response:
+    # As Feishu posts it: encrypted with the app's key, then signed (a fresh nonce each).
+    encrypted, headers = webhook_call(body)
+    return await served.client.post("/channels/default/fs", content=encrypted, headers=headers)
+
+
+def feishu_update(fake: FakeFeishuServer, text: str, n: int) -> dict[str, Any]:
+    event = fake.message_event(text, app_id=APP_ID, token="feishu-verify-1")
+    event["header"]["event_id"] = f"bad-update-{n}"
+    return event
+
+
 PLATFORMS = {
     "telegram": Platform(
         name="telegram",
@@ -213,6 +244,16 @@ PLATFORMS = {
         integers=(("event_time",),),
         ids=(("event_id",), ("event", "channel")),
         text=("event", "text"),
+    ),
+    "feishu": Platform(
+        name="feishu",
+        fake="feishu",
+        serve=feishu_bot,
+        deliver=feishu_deliver,
+        update=feishu_update,
+        integers=(),  # Feishu sends its times as strings
+        ids=(("header", "event_id"), ("event", "message", "message_id")),
+        text=("event", "message", "content"),
     ),
 }
 

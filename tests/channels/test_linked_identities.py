@@ -29,6 +29,8 @@ from tests.channels.discord_fixtures import (
     ServedDiscord,
     discord_settings,
 )
+from tests.channels.feishu_fixtures import APP_ID as FEISHU_APP
+from tests.channels.feishu_fixtures import ServedFeishu, feishu_settings
 from tests.channels.qq_fixtures import ServedQQ, qq_settings
 from tests.channels.slack_fixtures import ServedSlack, serving_slack
 from tests.channels.wecom_fixtures import ServedApp
@@ -36,6 +38,7 @@ from tests.channels.wecom_fixtures import app_settings as wecom_app_settings
 from tests.conftest import make_settings, serve
 from tests.fakes.dingtalk_server import FakeDingTalkServer
 from tests.fakes.discord_server import FakeDiscordServer
+from tests.fakes.feishu_server import FakeFeishuServer
 from tests.fakes.qq_server import FakeQQServer
 from tests.fakes.slack_server import FakeSlackServer
 from tests.fakes.telegram_server import FakeTelegramServer
@@ -348,3 +351,39 @@ async def test_a_fact_told_on_telegram_reaches_the_linked_person_on_wecom(
     assert "share one memory" in linked
     assert sorted(person.json()["identities"]) == sorted(["wecom:ada", f"telegram:{ADA_TELEGRAM}"])
     assert "Ada is allergic to kiwi" in on_wc and "kiwi" not in bobs
+
+
+async def test_a_fact_told_on_feishu_reaches_the_linked_person_on_telegram(
+    telegram: FakeTelegramServer, feishu: FakeFeishuServer, tmp_path: Path, database_url: str
+) -> None:
+    remember = ToolCall(id="w", name="memory_write", arguments={"fact": "Ada is allergic to kiwi"})
+    provider = ScriptedProvider(replies=["ok"])
+    settings = make_settings(
+        database_url,
+        tmp_path,
+        channels={"tg": bot_settings(telegram), "fs": feishu_settings(feishu)},
+        memory={"path": str(tmp_path / "MEMORY.md"), "scope": "user"},
+    )
+    app = create_app(settings, provider=provider)
+    async with serve(app) as client:
+        await asyncio.to_thread(feishu.wait_connected, FEISHU_APP)
+        tg = Served(app, client, telegram, provider)
+        fs = ServedFeishu(app, client, feishu, provider)
+
+        async def on_feishu(text: str, sender: str = "ou_ada") -> str:
+            before = len(feishu.sent())
+            await fs.push(fs.message(text, chat_id=f"oc_{sender}", sender=sender))
+            return (await fs.sent(before + 1))[-1].text
+
+        asked = await on_feishu("/link")
+        linked = await on_telegram(tg, f"/link {code_in(asked)}")
+        provider.push(ScriptedToolCalls([remember]), "Noted.")
+        await on_feishu("remember: I am allergic to kiwi")
+        await on_telegram(tg, "what fruit should I avoid?")
+        on_tg = prompt_text(provider.requests[-1])
+        await on_feishu("and me?", sender="ou_bob")
+        bobs = prompt_text(provider.requests[-1])
+        person = await client.get("/api/people/links", params={"user": "feishu:ou_ada"})
+    assert "share one memory" in linked
+    assert sorted(person.json()["identities"]) == ["feishu:ou_ada", f"telegram:{ADA_TELEGRAM}"]
+    assert "Ada is allergic to kiwi" in on_tg and "kiwi" not in bobs

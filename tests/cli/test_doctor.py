@@ -12,6 +12,7 @@ from tests.cli.runner import config, tally
 from tests.conftest import ROOT
 from tests.fakes.dingtalk_server import FakeDingTalkServer
 from tests.fakes.discord_server import FakeDiscordServer
+from tests.fakes.feishu_server import FakeFeishuServer
 from tests.fakes.qq_server import FakeQQServer
 from tests.fakes.slack_server import FakeSlackServer
 from tests.fakes.telegram_server import FakeTelegramServer
@@ -384,3 +385,41 @@ def test_each_wecom_robot_subscribes_once_and_refused_or_unreachable_ones_fail(
     assert "FAIL  bot tenants.acme.channels.down: cannot reach ws://127.0.0.1:" in out
     assert "fix: check bot_id, WRONG_WR and ws_url" in out
     assert sorted(subscribed) == ["robot-secret", "rotated"]  # once each, no retries
+
+
+def test_each_feishu_bot_is_asked_who_it_is_and_refused_or_unreachable_ones_fail(
+    tmp_path: Path, refused_port: int
+) -> None:
+    down_url = f"http://127.0.0.1:{refused_port}"
+    with FakeFeishuServer() as feishu:
+        feishu.add_app("cli_good", "good-secret", bot_open_id="ou_good_bot", name="Good Bot")
+        feishu.add_app("cli_wrong", "the-real-secret")
+
+        def bot(name: str, url: str) -> str:
+            return (
+                f"{{kind: feishu, app_id: cli_{name}, app_secret_env: {name.upper()}_FS_SECRET,"
+                f" base_url: '{url}'}}"
+            )
+
+        path = config(
+            tmp_path,
+            f"channels:\n  good: {bot('good', feishu.base_url)}\n"
+            "tenants:\n  acme:\n    channels:\n"
+            f"      wrong: {bot('wrong', feishu.base_url)}\n"
+            f"      down: {bot('down', down_url)}\n",
+        )
+        env = {
+            "GOOD_FS_SECRET": "good-secret",
+            "WRONG_FS_SECRET": "rotated-in-the-console",
+            "DOWN_FS_SECRET": "down-secret",
+        }
+        result = tally("--config", str(path), "doctor", env=env)
+        asked = [r.path for r in feishu.requests]
+    assert result.returncode == 1, result.stdout
+    out = result.stdout
+    assert "ok    bot channels.good: bot Good Bot (ou_good_bot, websocket)" in out
+    assert "FAIL  bot tenants.acme.channels.wrong:" in out and "10014" in out
+    assert f"{feishu.base_url} refused the app" in out
+    assert f"fix: check app_id cli_wrong, WRONG_FS_SECRET and {feishu.base_url}" in out
+    assert "FAIL  bot tenants.acme.channels.down: cannot reach" in out
+    assert asked.count("/open-apis/bot/v3/info") == 1  # the good one's; no retries

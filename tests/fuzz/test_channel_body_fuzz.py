@@ -23,11 +23,15 @@ from backend.app import create_app
 from backend.providers.scripted import ScriptedProvider
 from tests.channels import slack_fixtures
 from tests.channels.conftest import ROBOT, SECRET, bot_settings, robot_settings, signed
+from tests.channels.feishu_fixtures import APP_ID as FEISHU_APP
+from tests.channels.feishu_fixtures import APP_SECRET as FEISHU_SECRET
+from tests.channels.feishu_fixtures import ENCRYPT_KEY, VERIFICATION_TOKEN, feishu_settings
 from tests.channels.qq_fixtures import APP_ID as QQ_APP_ID
 from tests.channels.qq_fixtures import APP_SECRET as QQ_APP_SECRET
 from tests.channels.qq_fixtures import qq_settings
 from tests.conftest import make_settings
 from tests.fakes.dingtalk_server import FakeDingTalkServer
+from tests.fakes.feishu_server import FakeFeishuServer, encrypted_body, signed_headers
 from tests.fakes.qq_server import FakeQQServer, webhook_headers
 from tests.fakes.slack_server import FakeSlackServer
 from tests.fakes.telegram_server import FakeTelegramServer
@@ -107,12 +111,16 @@ class Platform:
     update: Callable[[int], dict[str, Any]]
     replies: Callable[[], int]
     sign: Callable[[int, bytes], dict[str, str]] | None = None  # a proof over the body too
+    encrypt: Callable[[bytes], bytes] | None = None  # a body the platform encrypts (Feishu)
 
     def headers_for(self, n: int, body: bytes) -> dict[str, str]:
         return self.sign(n, body) if self.sign is not None else self.headers(n)
 
+    def body_for(self, body: bytes) -> bytes:
+        return self.encrypt(body) if self.encrypt is not None else body
 
-@pytest.fixture(params=["telegram", "dingtalk", "qq", "slack"])
+
+@pytest.fixture(params=["telegram", "dingtalk", "qq", "slack", "feishu"])
 def platform(
     request: pytest.FixtureRequest, sqlite_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> Iterator[tuple[Platform, Any]]:
@@ -137,6 +145,9 @@ def platform(
         return
     if request.param == "qq":
         yield from qq_platform(monkeypatch)
+        return
+    if request.param == "feishu":
+        yield from feishu_platform(monkeypatch)
         return
     if request.param == "slack":
         yield from slack_platform(monkeypatch)
@@ -196,6 +207,29 @@ def slack_platform(monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[Platform, 
         )
 
 
+def feishu_platform(monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[Platform, Any]]:
+    monkeypatch.setenv("FS_APP_SECRET", FEISHU_SECRET)
+    monkeypatch.setenv("FS_ENCRYPT_KEY", ENCRYPT_KEY)
+    monkeypatch.setenv("FS_VERIFY", VERIFICATION_TOKEN)
+    with FakeFeishuServer() as feishu:
+        feishu.add_app(FEISHU_APP, FEISHU_SECRET)
+        yield (
+            Platform(
+                "feishu",
+                "/channels/default/fs",
+                lambda n: {},
+                lambda n: feishu.message_event(
+                    "hello", app_id=FEISHU_APP, token=VERIFICATION_TOKEN
+                ),
+                lambda: len(feishu.sent()),
+                # Encrypted with the app's key, then signed (a fresh nonce each), as Feishu does.
+                sign=lambda n, body: signed_headers(body, ENCRYPT_KEY),
+                encrypt=lambda body: encrypted_body(body, ENCRYPT_KEY),
+            ),
+            {"fs": feishu_settings(feishu, mode="webhook")},
+        )
+
+
 @pytest.mark.slow
 def test_no_body_past_a_valid_proof_is_answered_with_an_error(
     platform: tuple[Platform, Any],
@@ -214,15 +248,16 @@ def test_no_body_past_a_valid_proof_is_answered_with_an_error(
         @hypothesis.given(bodies(entry.update(0)))
         def probe(body: bytes) -> None:
             n = next(counter)
+            sent = entry.body_for(body)
             response = portal.call(
-                lambda: client.post(entry.path, content=body, headers=entry.headers_for(n, body))
+                lambda: client.post(entry.path, content=sent, headers=entry.headers_for(n, sent))
             )
             answered.append(response.status_code)
             assert response.status_code == 200, (body[:300], response.text[:300])
 
         probe()
         before = entry.replies()
-        good = json.dumps(entry.update(999_999)).encode()
+        good = entry.body_for(json.dumps(entry.update(999_999)).encode())
         last = portal.call(
             lambda: client.post(entry.path, content=good, headers=entry.headers_for(0, good))
         )

@@ -21,6 +21,7 @@ from tests.channels.conftest import signed
 from tests.conftest import make_settings, serve
 from tests.fakes.dingtalk_server import FakeDingTalkServer
 from tests.fakes.discord_server import FakeDiscordServer
+from tests.fakes.feishu_server import FakeFeishuServer, encrypted_body, signed_headers
 from tests.fakes.qq_server import FakeQQServer
 from tests.fakes.qq_server import webhook_headers as qq_webhook_headers
 from tests.fakes.slack_server import FakeSlackServer
@@ -29,6 +30,7 @@ from tests.fakes.wecom_server import FakeWeComServer
 from tests.isolation.test_channel_isolation import (
     DINGTALK_APPS,
     DISCORD_TOKENS,
+    FEISHU_APPS,
     QQ_APPS,
     SECRETS,
     SLACK_APPS,
@@ -37,6 +39,8 @@ from tests.isolation.test_channel_isolation import (
     _sessions,
     dingtalk,
     dingtalk_robot,
+    feishu_apps,
+    feishu_bot,
     qq,
     qq_bot,
     same_message,
@@ -50,6 +54,7 @@ from tests.waiting import until
 
 __all__ = [
     "dingtalk",
+    "feishu_apps",
     "qq",
     "slack_apps",
     "telegram",
@@ -301,3 +306,38 @@ async def test_bad_wecom_messages_to_one_tenants_app_are_refused_there_and_nowhe
         "globex": [("wc", "refused")],
     }
     assert sessions == [[], []]
+
+
+async def test_bad_feishu_bodies_to_one_tenants_bot_are_refused_there_and_nowhere_else(
+    feishu_apps: FakeFeishuServer, tmp_path: Path, database_url: str
+) -> None:
+    """Encrypted and signed with one tenant's Encrypt Key: refused under that tenant's bot;
+    with the other's at its path: 401, recorded nowhere; the same body to both: two records."""
+    settings = make_settings(
+        database_url,
+        tmp_path,
+        auth={"mode": "keys"},
+        tenants={
+            tenant: {"channels": {"fs": feishu_bot(feishu_apps, tenant, "webhook")}}
+            for tenant in FEISHU_APPS
+        },
+    )
+    app = create_app(settings, provider=ScriptedProvider(replies=["(unscripted)"]))
+    bad = [b"{nope", b"[" * 5_000 + b"]" * 5_000, b'{"schema": "2.0", "header": 7}']
+    key = {tenant: encrypt_key for tenant, (_, _, encrypt_key) in FEISHU_APPS.items()}
+
+    async def post(tenant: str, body: bytes, with_key: str) -> int:
+        encrypted = encrypted_body(body, with_key)
+        headers = signed_headers(encrypted, with_key)
+        answer = await client.post(f"/channels/{tenant}/fs", content=encrypted, headers=headers)
+        return answer.status_code
+
+    async with serve(app) as client:
+        crossed = [await post("acme", body, key["globex"]) for body in bad]
+        after_crossed = await updates_by_tenant(app)
+        own = [await post("acme", body, key["acme"]) for body in bad]
+        theirs = [await post("globex", body, key["globex"]) for body in bad]
+        after = await updates_by_tenant(app)
+    assert crossed == [401] * 3 and after_crossed == {}
+    assert own == theirs == [200] * 3
+    assert after == {tenant: [("fs", "refused")] * 3 for tenant in FEISHU_APPS}

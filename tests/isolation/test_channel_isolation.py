@@ -36,6 +36,7 @@ from tests.channels.conftest import signed
 from tests.conftest import make_settings, serve
 from tests.fakes.dingtalk_server import FakeDingTalkServer
 from tests.fakes.discord_server import FakeDiscordServer
+from tests.fakes.feishu_server import FakeFeishuServer, encrypted_body, signed_headers
 from tests.fakes.qq_server import FakeQQServer
 from tests.fakes.qq_server import webhook_headers as qq_webhook_headers
 from tests.fakes.slack_server import FakeSlackServer
@@ -771,3 +772,90 @@ async def test_two_tenants_wecom_robots_never_share_a_chat_or_a_connection(
     assert [r.content for r in globex.replies()] == ["globex answers"]
     for tenant in robots:
         assert stored[tenant] == [("user", QUESTION), ("assistant", f"{tenant} answers")]
+
+
+# ---- Feishu -------------------------------------------------------------------------------------
+
+FEISHU_APPS = {  # tenant: (app id, app secret, encrypt key)
+    "acme": ("cli_acme", "acme-fs-secret", "acme-fs-key"),
+    "globex": ("cli_globex", "globex-fs-secret", "globex-fs-key"),
+}
+FEISHU_CHAT = "oc_shared_chat"
+
+
+@pytest.fixture
+def feishu_apps(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeFeishuServer]:
+    """One fake Feishu holding each tenant's app."""
+    with FakeFeishuServer() as server:
+        for tenant, (app_id, secret, key) in FEISHU_APPS.items():
+            monkeypatch.setenv(f"{tenant.upper()}_FS_SECRET", secret)
+            monkeypatch.setenv(f"{tenant.upper()}_FS_KEY", key)
+            monkeypatch.setenv(f"{tenant.upper()}_FS_VERIFY", f"{tenant}-verify")
+            server.add_app(app_id, secret, bot_open_id=f"ou_bot_{tenant}")
+        yield server
+
+
+def feishu_bot(fake: FakeFeishuServer, tenant: str, mode: str) -> dict[str, Any]:
+    return {
+        "kind": "feishu",
+        "app_id": FEISHU_APPS[tenant][0],
+        "app_secret_env": f"{tenant.upper()}_FS_SECRET",
+        "encrypt_key_env": f"{tenant.upper()}_FS_KEY",
+        "verification_token_env": f"{tenant.upper()}_FS_VERIFY",
+        "mode": mode,
+        "allow_from": ["*"],
+        "base_url": fake.base_url,
+    }
+
+
+async def test_two_tenants_feishu_bots_never_share_a_chat_a_memory_or_an_app(
+    feishu_apps: FakeFeishuServer, tmp_path: Path, database_url: str
+) -> None:
+    """The very same event (event, message, chat and sender ids) to each tenant's bot over its
+    own long connection: each answers with its own app's token, from its own session and
+    memory; and a webhook event encrypted and signed with one tenant's key is refused at the
+    other's path."""
+    bots = {tenant: {"fs": feishu_bot(feishu_apps, tenant, "websocket")} for tenant in FEISHU_APPS}
+    bots["initech"] = {"hook": feishu_bot(feishu_apps, "acme", "webhook") | {"app_id": "cli_x"}}
+    settings = dingtalk_settings(database_url, tmp_path, "tenant", bots)
+    provider = ScriptedProvider(replies=["(unscripted)"])
+    app = create_app(settings, provider=provider)
+    event = feishu_apps.message_event(QUESTION, app_id="cli_acme", chat_id=FEISHU_CHAT)
+    async with serve(app) as client:
+        await seed_memory(app, "")
+        provider.push("acme answers", "globex answers")
+        for tenant, (app_id, _, _) in FEISHU_APPS.items():
+            await asyncio.to_thread(feishu_apps.wait_connected, app_id)
+            own = copy.deepcopy(event)
+            own["header"] |= {"app_id": app_id, "token": f"{tenant}-verify"}
+            frame = await asyncio.to_thread(feishu_apps.push, app_id, own)
+            assert (await asyncio.to_thread(feishu_apps.wait_for_ack, frame))["code"] == 200
+            await app.state.channels.get(tenant, "fs").settle()
+        sessions = {}
+        for tenant in FEISHU_APPS:
+            found = await app.state.services.sessions.find(
+                tenant_id=tenant, channel="feishu", external_key=f"fs:{FEISHU_CHAT}"
+            )
+            assert found is not None
+            window = await app.state.services.messages.window(
+                tenant_id=tenant, session_id=found.id, start_id=0, limit=10
+            )
+            sessions[tenant] = (found.id, [(m.role, m.content) for m in window])
+        plain = json.dumps(event | {"header": event["header"] | {"token": "acme-verify"}})
+        body = encrypted_body(plain.encode(), "globex-fs-key")  # globex's key, at acme's path
+        crossed = await client.post(
+            "/channels/initech/hook",
+            content=body,
+            headers=signed_headers(body, "globex-fs-key"),
+        )
+        kept = await count_updates(app)
+
+    replies = {(s.app_id, s.text) for s in feishu_apps.sent()}
+    assert replies == {("cli_acme", "acme answers"), ("cli_globex", "globex answers")}
+    requests = dict(zip(FEISHU_APPS, provider.requests, strict=True))
+    for tenant, other in (("acme", "globex"), ("globex", "acme")):
+        assert f"{tenant}-only" in prompt_text(requests[tenant])
+        assert f"{other}-1234" not in repr(requests[tenant])
+        assert sessions[tenant][1] == [("user", QUESTION), ("assistant", f"{tenant} answers")]
+    assert sessions["acme"][0] != sessions["globex"][0]
+    assert crossed.status_code == 401 and kept == 2
