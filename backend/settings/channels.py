@@ -1,6 +1,6 @@
 """Chat-channel bots in `config.yaml`: `channels:` for the `default` tenant and
 `tenants.<id>.channels:` for others, each a mapping of bot name to settings with a `kind`
-(`telegram` or `dingtalk`). Secrets only through `*_env` keys."""
+(a platform of `backend/channels/registry.py`). Secrets only through `*_env` keys."""
 
 from __future__ import annotations
 
