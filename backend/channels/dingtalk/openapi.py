@@ -21,6 +21,7 @@ from urllib.parse import urlsplit
 
 import httpx
 
+from backend.channels.access_token import AccessToken
 from backend.channels.backoff import Backoff, Sleep
 from backend.settings.channels import DingTalkRobotSettings
 
@@ -62,8 +63,7 @@ class DingTalkApi:
         self._http = httpx.AsyncClient(timeout=TIMEOUT)
         self._sleep = sleep
         self._clock = clock
-        self._token: tuple[str, float] | None = None  # (token, when to get a new one)
-        self._token_lock = asyncio.Lock()
+        self._token = AccessToken(self._fetch_token, early_s=TOKEN_EARLY_S, clock=clock)
 
     async def aclose(self) -> None:
         await self._http.aclose()
@@ -77,19 +77,18 @@ class DingTalkApi:
         return parts.scheme == "https" and parts.hostname in DINGTALK_HOSTS and not parts.port
 
     async def access_token(self) -> str:
-        async with self._token_lock:  # one request when many replies need a token at once
-            if self._token is not None and self._clock() < self._token[1]:
-                return self._token[0]
-            body = {
-                "appKey": self._settings.client_id() or "",
-                "appSecret": self._settings.client_secret() or "",
-            }
-            answer = await self._retried(lambda: self._post("/v1.0/oauth2/accessToken", body))
-            token, lifetime = answer.get("accessToken"), answer.get("expireIn")
-            if not isinstance(token, str) or not isinstance(lifetime, int):
-                raise DingTalkError(f"DingTalk answered no access token: {answer}")
-            self._token = (token, self._clock() + max(lifetime - TOKEN_EARLY_S, 0))
-            return token
+        return await self._token.get()
+
+    async def _fetch_token(self) -> tuple[str, float]:
+        body = {
+            "appKey": self._settings.client_id() or "",
+            "appSecret": self._settings.client_secret() or "",
+        }
+        answer = await self._retried(lambda: self._post("/v1.0/oauth2/accessToken", body))
+        token, lifetime = answer.get("accessToken"), answer.get("expireIn")
+        if not isinstance(token, str) or not isinstance(lifetime, int):
+            raise DingTalkError(f"DingTalk answered no access token: {answer}")
+        return token, lifetime
 
     async def call(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
         """An OpenAPI call with the robot's access token."""
@@ -100,7 +99,7 @@ class DingTalkApi:
             except DingTalkError as exc:
                 if exc.code != INVALID_TOKEN and exc.status != 401:
                     raise
-                self._token = None  # revoked or expired early: a fresh one, once
+                self._token.forget()  # revoked or expired early: a fresh one, once
                 return await self._post(path, body, token=await self.access_token())
 
         return await self._retried(once)

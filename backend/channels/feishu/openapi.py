@@ -21,6 +21,7 @@ from urllib.parse import quote
 
 import httpx
 
+from backend.channels.access_token import AccessToken
 from backend.channels.backoff import Backoff, Sleep
 from backend.settings.channels_feishu import FeishuSettings
 
@@ -64,23 +65,21 @@ class FeishuApi:
         self._sleep = sleep
         self._clock = clock
         self._attempts = attempts
-        self._token: tuple[str, float] | None = None  # (token, when to get a new one)
-        self._token_lock = asyncio.Lock()
+        self._token = AccessToken(self._fetch_token, early_s=TOKEN_EARLY_S, clock=clock)
 
     async def aclose(self) -> None:
         await self._http.aclose()
 
     async def access_token(self) -> str:
-        async with self._token_lock:  # one request when many replies need a token at once
-            if self._token is not None and self._clock() < self._token[1]:
-                return self._token[0]
-            body = {"app_id": self._settings.app_id, "app_secret": self._settings.app_secret()}
-            answer = await self._retried(lambda: self._json("POST", TOKEN_PATH, body=body))
-            token, lifetime = answer.get("tenant_access_token"), answer.get("expire")
-            if not isinstance(token, str) or not isinstance(lifetime, int):
-                raise FeishuError(f"Feishu answered no tenant access token: {answer}")
-            self._token = (token, self._clock() + max(lifetime - TOKEN_EARLY_S, 0))
-            return token
+        return await self._token.get()
+
+    async def _fetch_token(self) -> tuple[str, float]:
+        body = {"app_id": self._settings.app_id, "app_secret": self._settings.app_secret()}
+        answer = await self._retried(lambda: self._json("POST", TOKEN_PATH, body=body))
+        token, lifetime = answer.get("tenant_access_token"), answer.get("expire")
+        if not isinstance(token, str) or not isinstance(lifetime, int):
+            raise FeishuError(f"Feishu answered no tenant access token: {answer}")
+        return token, lifetime
 
     async def bot_info(self) -> dict[str, Any]:
         """The bot as Feishu knows it: `open_id` (how mentions name it), `app_name`."""
@@ -128,7 +127,7 @@ class FeishuApi:
                 if exc.code not in TOKEN_INVALID:
                     raise
                 log.info("feishu: token refused (%s); getting a new one", exc.code)
-                self._token = None  # revoked or expired early: a fresh one, once
+                self._token.forget()  # revoked or expired early: a fresh one, once
                 token = await self.access_token()
                 return await self._request(method, path, body, params, token, raw)
 

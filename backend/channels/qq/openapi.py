@@ -20,6 +20,7 @@ from urllib.parse import urlsplit
 
 import httpx
 
+from backend.channels.access_token import AccessToken
 from backend.channels.backoff import Backoff, Sleep
 from backend.settings.channels_qq import QQSettings
 
@@ -73,25 +74,23 @@ class QQApi:
         self._http = httpx.AsyncClient(timeout=TIMEOUT)
         self._sleep = sleep
         self._clock = clock
-        self._token: tuple[str, float] | None = None  # (token, when to get a new one)
-        self._token_lock = asyncio.Lock()
+        self._token = AccessToken(self._fetch_token, early_s=TOKEN_EARLY_S, clock=clock)
 
     async def aclose(self) -> None:
         await self._http.aclose()
 
     async def access_token(self) -> str:
-        async with self._token_lock:  # one request when many replies need a token at once
-            if self._token is not None and self._clock() < self._token[1]:
-                return self._token[0]
-            body = {"appId": self._settings.app_id, "clientSecret": self._settings.app_secret()}
-            answer = await self._retried(lambda: self._request("POST", self._token_url, body))
-            token, lifetime = answer.get("access_token"), answer.get("expires_in")
-            if isinstance(lifetime, str) and lifetime.isdigit():  # QQ sends it as a string
-                lifetime = int(lifetime)
-            if not isinstance(token, str) or not token or not isinstance(lifetime, int):
-                raise QQError(f"QQ answered no access token: {sorted(answer)}")
-            self._token = (token, self._clock() + max(lifetime - TOKEN_EARLY_S, 0))
-            return token
+        return await self._token.get()
+
+    async def _fetch_token(self) -> tuple[str, float]:
+        body = {"appId": self._settings.app_id, "clientSecret": self._settings.app_secret()}
+        answer = await self._retried(lambda: self._request("POST", self._token_url, body))
+        token, lifetime = answer.get("access_token"), answer.get("expires_in")
+        if isinstance(lifetime, str) and lifetime.isdigit():  # QQ sends it as a string
+            lifetime = int(lifetime)
+        if not isinstance(token, str) or not token or not isinstance(lifetime, int):
+            raise QQError(f"QQ answered no access token: {sorted(answer)}")
+        return token, lifetime
 
     async def call(self, method: str, path: str, body: dict[str, Any] | None = None) -> Any:
         """An API call with the bot's access token (`Authorization: QQBot <token>`)."""
@@ -103,7 +102,7 @@ class QQApi:
             except QQError as exc:
                 if exc.status != 401:
                     raise
-                self._token = None  # revoked or expired early: a fresh one, once
+                self._token.forget()  # revoked or expired early: a fresh one, once
                 return await self._authorized(await self.access_token(), method, path, body)
 
         return await self._retried(once)

@@ -20,6 +20,7 @@ from urllib.parse import urlsplit
 
 import httpx
 
+from backend.channels.access_token import AccessToken
 from backend.channels.backoff import Backoff, Sleep
 from backend.settings.channels_wecom import WeComSettings
 
@@ -65,26 +66,24 @@ class WeComApi:
         self._sleep = sleep
         self._clock = clock
         self._attempts = attempts
-        self._token: tuple[str, float] | None = None  # (token, when to fetch another)
-        self._token_lock = asyncio.Lock()
+        self._token = AccessToken(self._fetch_token, early_s=TOKEN_EARLY_S, clock=clock)
 
     async def aclose(self) -> None:
         await self._http.aclose()
 
     async def access_token(self) -> str:
-        async with self._token_lock:  # one fetch when many replies need a token at once
-            if self._token is not None and self._clock() < self._token[1]:
-                return self._token[0]
-            params = {
-                "corpid": self._settings.corp_id or "",
-                "corpsecret": self._settings.secret() or "",
-            }
-            answer = await self._retried(lambda: self._request("GET", "gettoken", params))
-            token, lifetime = answer.get("access_token"), answer.get("expires_in")
-            if not isinstance(token, str) or not token or not isinstance(lifetime, int):
-                raise WeComError("WeCom answered no access token")
-            self._token = (token, self._clock() + max(lifetime - TOKEN_EARLY_S, 0))
-            return token
+        return await self._token.get()
+
+    async def _fetch_token(self) -> tuple[str, float]:
+        params = {
+            "corpid": self._settings.corp_id or "",
+            "corpsecret": self._settings.secret() or "",
+        }
+        answer = await self._retried(lambda: self._request("GET", "gettoken", params))
+        token, lifetime = answer.get("access_token"), answer.get("expires_in")
+        if not isinstance(token, str) or not token or not isinstance(lifetime, int):
+            raise WeComError("WeCom answered no access token")
+        return token, lifetime
 
     async def call(
         self, method: str, path: str, *, params: dict[str, str] | None = None, body: Any = None
@@ -99,7 +98,7 @@ class WeComApi:
                 if exc.errcode not in TOKEN_REFUSED:
                     raise
                 log.info("wecom: access token refused (%s); fetching another, once", exc.errcode)
-                self._forget(token)
+                self._token.forget(token)
                 return await self._request(
                     method, path, params, body, token=await self.access_token()
                 )
@@ -136,10 +135,6 @@ class WeComApi:
             return response.content
 
         return await self._retried(once)
-
-    def _forget(self, token: str) -> None:
-        if self._token is not None and self._token[0] == token:
-            self._token = None
 
     async def _retried(self, call: Callable[[], Awaitable[T]]) -> T:
         backoff = Backoff(sleep=self._sleep, most=RETRY_MAX_S)
