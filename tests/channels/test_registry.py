@@ -8,13 +8,16 @@ from pathlib import Path
 from typing import get_args
 
 import pytest
+import yaml
 
 from backend.api.openai_compat import CHANNEL as OPENAI_CHANNEL
 from backend.api.schemas import SessionCreate
 from backend.channels.bot import PlatformBot
 from backend.channels.registry import PLATFORMS
 from backend.domain.inbound import ENTRY_POINTS, is_chat_platform, origin_of
+from backend.settings import parse_settings
 from backend.settings.channels import ChannelSettings
+from tests.conftest import ROOT
 
 # The files every platform package has, each with the same role (docs/adding-a-platform.md).
 PLATFORM_FILES = ("__init__.py", "channel.py", "inbound.py", "outbound.py", "format.py", "probe.py")
@@ -47,3 +50,16 @@ def test_the_domain_takes_every_platform_for_a_chat_platform_and_nothing_else() 
     assert {*api_channels, OPENAI_CHANNEL} == set(ENTRY_POINTS)
     assert origin_of("telegram", "tg:42") == "telegram:tg:42"
     assert origin_of("openai", "someone") == "openai"
+
+
+def test_config_yaml_shows_a_bot_of_every_platform_that_parses_as_it_stands(
+    tmp_path: Path,
+) -> None:
+    """The commented examples under `channels:` are what an operator copies: uncommented, each
+    is a valid bot of its platform."""
+    text = (ROOT / "config.yaml").read_text()
+    block = text[text.index("\nchannels:") : text.index("\ntenants:")].splitlines()[2:]
+    examples = "\n".join(line.replace("  # ", "  ", 1) for line in block)
+    raw = {"channels": yaml.safe_load(examples)}
+    settings = parse_settings(raw, source="config.yaml examples", base_dir=tmp_path)
+    assert {bot.kind for bot in settings.channels.values()} == set(PLATFORMS)
