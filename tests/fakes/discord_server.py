@@ -175,7 +175,12 @@ class FakeDiscordServer:
             session.events.append(frame)
             socket = session.socket
         if socket is not None:
-            self._call(socket.send_str(json.dumps(frame)))
+            try:
+                self._call(socket.send_str(json.dumps(frame)))
+            except ConnectionResetError:
+                # The bot is leaving this connection (after RECONNECT, say) and has not resumed
+                # yet: as Discord does, the session keeps the event and its RESUME replays it.
+                pass
         return seq
 
     def drop(self, token: str) -> None:
