@@ -9,6 +9,7 @@ names the vector space: vectors stored under another name are never compared wit
 from __future__ import annotations
 
 import asyncio
+from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from typing import Any, Protocol
 
@@ -26,6 +27,8 @@ from backend.settings.memory import EmbeddingSettings
 Vectors = npt.NDArray[np.float32]
 INLINE_TEXTS = 64  # more than this at once is embedded in a worker thread (a cold scope)
 PLACEHOLDER_KEY = "unset"  # local servers take any key; the SDK insists on one
+RECENT_TEXTS = 256  # vectors the built-in model keeps by text: a turn's message is embedded as
+# its query, then again when the scope indexes it
 REQUEST_TEXTS = 256  # texts per embeddings request
 
 
@@ -68,12 +71,27 @@ class BuiltinEmbedder:
     name = f"wordllama-l2-supercat-{DIMENSIONS}"
     is_local = True
 
+    def __init__(self) -> None:
+        self._recent: OrderedDict[str, Vectors] = OrderedDict()  # used in the loop's thread only
+
     async def embed(self, texts: Sequence[str]) -> Vectors:
         if not texts:
             return np.zeros((0, DIMENSIONS), dtype=np.float32)
         if not load_builtin_model.cache_info().currsize or len(texts) > INLINE_TEXTS:
             return await asyncio.to_thread(self._embed, texts)
-        return self._embed(texts)
+        return self._embed_recent(texts)
+
+    def _embed_recent(self, texts: Sequence[str]) -> Vectors:
+        """A few texts, in the loop's thread: those embedded lately are not embedded again."""
+        missing = [text for text in dict.fromkeys(texts) if text not in self._recent]
+        if missing:
+            self._recent.update(zip(missing, self._embed(missing), strict=True))
+        rows = np.stack([self._recent[text] for text in texts])
+        for text in texts:
+            self._recent.move_to_end(text)
+        while len(self._recent) > RECENT_TEXTS:
+            self._recent.popitem(last=False)
+        return rows
 
     def _embed(self, texts: Sequence[str]) -> Vectors:
         return normalised(load_builtin_model().pooled(texts))

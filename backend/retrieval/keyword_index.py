@@ -7,10 +7,10 @@ statistics of this scope alone, so no other tenant's words can move a rank. Text
 folds case and English endings on both sides (`works` meets `working`).
 
 A query's cost grows with the items its terms appear in, so a query asks for its rarest terms
-first and leaves out those in more than half of the items (BM25 gives them almost no weight)
-and, past a few thousand hits, the more common rest: a query stays within milliseconds on
-ten thousand items. Calls run in the caller's thread; one lock keeps the connection to one
-thread at a time.
+first and leaves out those in half of the items or more (FTS5's BM25 gives them no weight: only
+their matches would cost) and, past a few thousand hits, the more common rest: a query stays
+within milliseconds on ten thousand items. Calls run in the caller's thread; one lock keeps
+the connection to one thread at a time.
 """
 
 from __future__ import annotations
@@ -73,14 +73,14 @@ class KeywordIndex:
         return self._holding[term]
 
     def _telling(self, terms: Sequence[str]) -> list[str]:
-        """The terms worth asking for: rarest first, none held by more than half the items
-        (of an index past FEW_ITEMS), and no more common ones once MAX_HITS items are
-        reached."""
+        """The terms worth asking for: rarest first, none held by half the items or more (of an
+        index past FEW_ITEMS; their weight, log((N - n + 0.5) / (n + 0.5)), is zero or less), and
+        no more common ones once MAX_HITS items are reached."""
         chosen: list[str] = []
         hits = 0
         for term in sorted(terms, key=lambda term: self._holding[term]):
             holding = self._holding[term]
-            is_common = holding * 2 > self._count >= FEW_ITEMS
+            is_common = holding * 2 >= self._count >= FEW_ITEMS
             if is_common or (chosen and hits + holding > MAX_HITS):
                 break
             chosen.append(term)

@@ -8,6 +8,7 @@ import os
 import shutil
 import subprocess
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
@@ -15,7 +16,7 @@ import pytest
 import wordllama
 
 from backend.retrieval.builtin_model import load_builtin_model
-from backend.retrieval.embedders import BuiltinEmbedder
+from backend.retrieval.embedders import BuiltinEmbedder, Vectors
 from tests.conftest import ROOT
 
 PROBE = """
@@ -76,6 +77,25 @@ async def test_a_text_with_nothing_to_embed_gets_a_zero_vector_never_nan() -> No
 
     assert not np.isnan(vectors).any()
     assert np.linalg.norm(vectors[0]) == 0 and np.isclose(np.linalg.norm(vectors[1]), 1.0)
+
+
+async def test_a_text_embedded_lately_is_not_embedded_again() -> None:
+    """A turn's message is embedded as its query, then as a turn: the model runs once."""
+    embedded: list[str] = []
+
+    class Watched(BuiltinEmbedder):
+        def _embed(self, texts: Sequence[str]) -> Vectors:
+            embedded.extend(texts)
+            return super()._embed(texts)
+
+    load_builtin_model()  # loaded: a turn's few texts are embedded in the loop's thread
+    model = Watched()
+    query = await model.embed(["Where does my sister work?"])
+    both = await model.embed(["The bakery opens at six.", "Where does my sister work?"])
+
+    assert embedded == ["Where does my sister work?", "The bakery opens at six."]
+    assert np.array_equal(both[1], query[0])
+    assert both.shape == (2, 256) and np.isclose(np.linalg.norm(both[0]), 1.0)
 
 
 def test_the_builtin_model_embeds_as_the_wordllama_package_does() -> None:

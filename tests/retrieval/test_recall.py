@@ -30,6 +30,7 @@ class CountingEmbedder(BuiltinEmbedder):
     """The built-in model, counting the texts it embeds."""
 
     def __init__(self) -> None:
+        super().__init__()
         self.embedded: list[str] = []
 
     async def embed(self, texts: Sequence[str]) -> Vectors:
