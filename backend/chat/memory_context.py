@@ -184,7 +184,7 @@ class MemoryContext:
         terms: tuple[str, ...],
     ) -> list[tuple[Recollection, str]]:
         chosen, used = [], 0
-        said: list[frozenset[str]] = []  # the terms of each line chosen
+        said: dict[frozenset[str], None] = {}  # the terms of each line chosen
         for item in ranked:
             if item.is_cut:
                 line = item.line(terms)
@@ -193,10 +193,11 @@ class MemoryContext:
                 line, cost = item.plain_line, self._cost(index, item)
             if used + cost > budget:
                 continue  # a smaller line after it may still fit
-            if any(_is_near_copy(item.words, earlier) for earlier in said):
+            words = item.words  # a line said again word for word is found without a loop
+            if (words and words in said) or any(_is_near_copy(words, x) for x in said):
                 continue  # a repeat says nothing new, and its tokens are billed every turn
             chosen.append((item, line))
-            said.append(item.words)
+            said[words] = None
             used += cost
         return chosen
 

@@ -9,8 +9,10 @@ folds case and English endings on both sides (`works` meets `working`).
 A query's cost grows with the items its terms appear in, so a query asks for its rarest terms
 first and leaves out those in half of the items or more (FTS5's BM25 gives them no weight: only
 their matches would cost) and, past a few thousand hits, the more common rest: a query stays
-within milliseconds on ten thousand items. Calls run in the caller's thread; one lock keeps
-the connection to one thread at a time.
+within milliseconds on ten thousand items. Items added wait for the next search or removal
+and go in together, in one transaction: FTS5 writes a segment per transaction, so many turns
+said between two searches cost one. Calls run in the caller's thread; one lock keeps the
+connection to one thread at a time.
 """
 
 from __future__ import annotations
@@ -34,13 +36,14 @@ class KeywordIndex:
         self._lock = threading.Lock()
         self._holding: Counter[str] = Counter()  # term -> items holding it
         self._count = 0
+        self._waiting: list[tuple[int, str]] = []  # (key, indexed text) added, not yet written
 
     def add(self, items: Iterable[tuple[int, str]]) -> None:
         """Index each (key, text); a key must not be in the index already."""
         items = list(items)
         rows = [(key, indexed_text(text)) for key, text in items]
         with self._lock:
-            self._db.executemany("INSERT INTO items(rowid, body) VALUES (?, ?)", rows)
+            self._waiting += rows
         for _, text in items:
             self._holding.update(set(search_terms(text, limit=None)))
         self._count += len(items)
@@ -49,7 +52,10 @@ class KeywordIndex:
         """Remove each (key, text), as it was added."""
         items = list(items)
         with self._lock:
-            self._db.executemany("DELETE FROM items WHERE rowid = ?", [(k,) for k, _ in items])
+            self._write_waiting()
+            self._in_one_transaction(
+                "DELETE FROM items WHERE rowid = ?", [(k,) for k, _ in items]
+            )
         for _, text in items:
             self._holding.subtract(set(search_terms(text, limit=None)))
         self._count -= len(items)
@@ -61,6 +67,7 @@ class KeywordIndex:
             return []
         query = " OR ".join(f'"{term}"' for term in terms)  # terms are \\w runs: no quotes
         with self._lock:
+            self._write_waiting()
             rows = self._db.execute(
                 "SELECT rowid, -bm25(items) FROM items WHERE items MATCH ? "
                 "ORDER BY bm25(items) LIMIT ?",
@@ -86,6 +93,20 @@ class KeywordIndex:
             chosen.append(term)
             hits += holding
         return chosen
+
+    def _write_waiting(self) -> None:
+        if self._waiting:
+            rows, self._waiting = self._waiting, []
+            self._in_one_transaction("INSERT INTO items(rowid, body) VALUES (?, ?)", rows)
+
+    def _in_one_transaction(self, statement: str, rows: list[tuple[object, ...]]) -> None:
+        self._db.execute("BEGIN")
+        try:
+            self._db.executemany(statement, rows)
+        except BaseException:
+            self._db.execute("ROLLBACK")
+            raise
+        self._db.execute("COMMIT")
 
     def close(self) -> None:
         with self._lock:
