@@ -196,6 +196,15 @@ def test_a_tenants_api_settings_layer_over_its_file_settings_key_by_key(tmp_path
     ]
 
 
+def test_a_tenant_cannot_set_the_processs_summarizer_jobs(tmp_path: Path) -> None:
+    """memory.summarizer_jobs bounds the jobs of every tenant in a process: the operator's."""
+    settings = load_settings(write(tmp_path, "memory: {summarizer_jobs: 8}\n"))
+    with pytest.raises(ConfigError) as caught:
+        tenant_settings(settings, "acme", {"memory": {"summarizer_jobs": 64}})
+    assert settings.memory.summarizer_jobs == 8
+    assert "memory.summarizer_jobs: set by the operator only" in caught.value.message
+
+
 def problems_of(tmp_path: Path, text: str) -> ConfigError:
     with pytest.raises(ConfigError) as caught:
         load_settings(write(tmp_path, text))

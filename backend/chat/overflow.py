@@ -48,6 +48,7 @@ class OverflowWorker:
         summarizer: Summarizer,
         policy: OverflowPolicy,
         failpoints: Failpoints,
+        slots: asyncio.Semaphore,
         health: MemoryHealth | None = None,
         confirmation: Confirmation | None = None,
         price: Callable[[Usage], Charge] = lambda _: Charge(unpriced_calls=1),
@@ -55,6 +56,7 @@ class OverflowWorker:
         embed_written: FactsWritten | None = None,
     ) -> None:
         self._jobs = jobs
+        self._slots = slots  # shared by every tenant's worker: memory.summarizer_jobs
         self._messages = messages
         self._policy = policy
         self._health = health or MemoryHealth()
@@ -228,11 +230,16 @@ class OverflowWorker:
         return "auto", auto[0], auto[1], session.window_start_id
 
     async def _run_when_due(self, job: OverflowJob) -> bool:
-        """Run the job's remaining steps; False while another worker's lease holds it."""
+        """Run the job's remaining steps once a slot is free; False while another worker's
+        lease holds it."""
         if job.next_attempt_at is not None:
             delay = (job.next_attempt_at - datetime.now(UTC)).total_seconds()
             if delay > 0:
                 await self._sleep(delay)
+        async with self._slots:  # claimed only once it can run: another worker may take it
+            return await self._run(job)
+
+    async def _run(self, job: OverflowJob) -> bool:
         if not await self._jobs.claim(
             tenant_id=job.tenant_id, job_id=job.id, lease_s=self._policy.lease_s
         ):

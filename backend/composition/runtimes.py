@@ -3,6 +3,7 @@ the providers its effective settings name."""
 
 from __future__ import annotations
 
+import asyncio
 import functools
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -100,6 +101,7 @@ class RuntimeFactory:
     extra_tools: tuple[Tool, ...]
     provider: ChatProvider | None
     summarizer_provider: ChatProvider | None
+    summarizer_slots: asyncio.Semaphore  # memory.summarizer_jobs, for every tenant's jobs
     outcomes: ProviderOutcomes | None = None
     memory_health: MemoryHealth = field(default_factory=MemoryHealth)  # one for all tenants
     clock: Callable[[], datetime] = utc_now
@@ -132,6 +134,7 @@ class RuntimeFactory:
             summarizer_provider=summarizer_provider,
             outcomes=outcomes,
             clock=clock,
+            summarizer_slots=asyncio.Semaphore(settings.memory.summarizer_jobs),
         )
 
     def runtime(self, tenant_id: str, settings: Settings) -> TenantRuntime:
@@ -321,6 +324,7 @@ class RuntimeFactory:
             confirmation=self._confirmation(settings),
             price=functools.partial(charge, settings.pricing, summary_model),
             embed_written=functools.partial(self._embed_written, self.retrieval(settings)),
+            slots=self.summarizer_slots,
         )
 
     async def _embed_written(

@@ -53,9 +53,7 @@ class KeywordIndex:
         items = list(items)
         with self._lock:
             self._write_waiting()
-            self._in_one_transaction(
-                "DELETE FROM items WHERE rowid = ?", [(k,) for k, _ in items]
-            )
+            self._in_one_transaction("DELETE FROM items WHERE rowid = ?", [(k,) for k, _ in items])
         for _, text in items:
             self._holding.subtract(set(search_terms(text, limit=None)))
         self._count -= len(items)
@@ -99,7 +97,7 @@ class KeywordIndex:
             rows, self._waiting = self._waiting, []
             self._in_one_transaction("INSERT INTO items(rowid, body) VALUES (?, ?)", rows)
 
-    def _in_one_transaction(self, statement: str, rows: list[tuple[object, ...]]) -> None:
+    def _in_one_transaction(self, statement: str, rows: Sequence[tuple[object, ...]]) -> None:
         self._db.execute("BEGIN")
         try:
             self._db.executemany(statement, rows)

@@ -238,8 +238,9 @@ def _prompts_dir(settings: Settings, base_dir: Path) -> Path:
     return beside if beside.is_dir() else bundled_prompts()
 
 
-# Sections a tenant may override (from config.yaml `tenants:` or the admin API). Paths and the
-# memory store kind stay the operator's: a tenant never names a file.
+# Sections a tenant may override (from config.yaml `tenants:` or the admin API). Paths, the
+# memory store kind and the process's summarizer jobs stay the operator's: a tenant never names
+# a file.
 TENANT_SECTIONS = (
     "persona",
     "model",
@@ -250,7 +251,7 @@ TENANT_SECTIONS = (
     "quotas",
     "channels",
 )
-OPERATOR_ONLY = {"memory": ("path", "store")}
+OPERATOR_ONLY = {"memory": ("path", "store", "summarizer_jobs")}
 # Set in config.yaml's `tenants:` only, never through the admin API: an MCP server's command
 # runs on the operator's host.
 FILE_ONLY = {"tools": ("mcp_servers",)}

@@ -37,6 +37,10 @@ class MemorySettings(Strict):
     # Failed summaries of a range before it is kept as a raw line (its identifiers and where it
     # is) for `tally memory resummarize`: the window moves on, nothing is silently lost.
     max_summary_attempts: int = Field(6, ge=1, le=100)
+    # Summarizer jobs a process runs at once (the operator's: for every tenant). Each mostly
+    # waits on its model; more wait their turn, so that a burst of sessions reaching their
+    # automatic write together leaves the CPU to the turns.
+    summarizer_jobs: int = Field(4, ge=1, le=256)
     # A range larger than this is summarized in parts; a message larger is cut in the prompt.
     summarizer_input_tokens: int = Field(8_000, ge=500)
     auto_summarize: AutoSummarizeSettings = AutoSummarizeSettings()

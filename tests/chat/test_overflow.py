@@ -3,8 +3,9 @@ exactly once, and a fact from the first turn is still in the prompt three hundre
 
 from __future__ import annotations
 
+import asyncio
 import time
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -14,6 +15,8 @@ import pytest
 from sqlalchemy import select
 
 from backend.app import create_app
+from backend.domain.events import ProviderEvent
+from backend.domain.requests import ChatRequest
 from backend.errors import ProviderTimeout, ProviderUnavailable
 from backend.memory.entries import parse_document, render_lines, standard_header
 from backend.providers.scripted import ScriptedProvider
@@ -258,3 +261,60 @@ async def test_summarizer_lines_are_dated_in_utc_whatever_the_servers_zone(
         time.tzset()
     entries = parse_document((tmp_path / "MEMORY.md").read_text(encoding="utf-8")).entries
     assert entries and all(e.date in {before, after} for e in entries)
+
+
+class GatedSummarizer(EchoSummarizer):
+    """Answers once `gate` opens, counting the summaries it is asked for at the same time."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.gate = asyncio.Event()
+        self.running = 0
+        self.most_at_once = 0
+
+    async def stream(self, request: ChatRequest) -> AsyncIterator[ProviderEvent]:
+        self.running += 1
+        self.most_at_once = max(self.most_at_once, self.running)
+        try:
+            await self.gate.wait()
+            async for event in super().stream(request):
+                yield event
+        finally:
+            self.running -= 1
+
+
+async def test_a_burst_of_due_summaries_runs_a_few_at_a_time_and_all_finish(
+    database_url: str, tmp_path: Path
+) -> None:
+    """Six sessions overflow together: turns go on, two summaries run at once
+    (memory.summarizer_jobs), the others wait journaled, and every one is written."""
+    summarizer = GatedSummarizer()
+    app = create_app(
+        overflow_settings(database_url, tmp_path, summarizer_jobs=2),
+        provider=ScriptedProvider(replies=["ok"]),
+        summarizer_provider=summarizer,
+    )
+    async with serve(app) as client:
+        session_ids = [
+            (await client.post("/api/chat/sessions", json={})).json()["id"] for _ in range(6)
+        ]
+        for session_id in session_ids:
+            await run_until_overflow(client, session_id)
+        await until(lambda: summarizer.running == 2, "two summaries asked for")
+        await until(
+            lambda: _journaled(app, 6), "every session's job journaled while two of them run"
+        )
+        assert summarizer.running == 2  # the other four wait for a slot, not for the model
+        summarizer.gate.set()
+        await app.state.services.runtimes.wait_idle()
+        jobs = await journal(app)
+    assert summarizer.most_at_once == 2 and summarizer.calls == 6
+    assert [job.status for job in jobs] == ["done"] * 6
+    memory = parse_document((tmp_path / "MEMORY.md").read_text(encoding="utf-8"))
+    assert {entry.provenance.session_id for entry in memory.entries if entry.provenance} == set(
+        session_ids
+    )
+
+
+async def _journaled(app: Any, count: int) -> bool:
+    return len(await journal(app)) >= count
