@@ -9,6 +9,7 @@ behind one lock (docs/architecture.md, storage invariants). `Database.write()` d
 from __future__ import annotations
 
 import asyncio
+import functools
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager, nullcontext
 from dataclasses import dataclass
@@ -21,6 +22,7 @@ from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 
 from backend.settings.server import DatabaseSettings
+from backend.storage import sqlite_driver
 from backend.storage.faults import as_storage_fault
 from backend.storage.notices import MessageNotices
 
@@ -129,7 +131,11 @@ def _create_engine(url: str, pools: Pools) -> AsyncEngine:
     path = url.split(":///", 1)[1]
     if path and path != ":memory:":
         Path(path).parent.mkdir(parents=True, exist_ok=True)
-    engine = create_async_engine(url, connect_args={"timeout": 30})
+        # One trip to aiosqlite's thread per statement (sqlite_driver.py), not four.
+        connect = functools.partial(sqlite_driver.connect, path)
+        engine = create_async_engine(url, async_creator=connect)
+    else:
+        engine = create_async_engine(url, connect_args={"timeout": 30})
     event.listen(engine.sync_engine, "connect", _configure_sqlite_connection)
     event.listen(engine.sync_engine, "begin", _begin_sqlite_transaction)
     return engine

@@ -1,0 +1,98 @@
+"""Tally's aiosqlite connections (storage/sqlite_driver.py): one trip to the connection's thread
+per statement, with every row a query gives, and transactions that behave as SQLite's own."""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from sqlalchemy import text
+from sqlalchemy.exc import IntegrityError
+
+from backend.storage.database import Database
+
+
+@pytest.fixture
+async def database(tmp_path: Path) -> AsyncIterator[Database]:
+    database = Database(f"sqlite+aiosqlite:///{tmp_path}/driver.db")
+    async with database.write() as conn:
+        await conn.execute(text("CREATE TABLE notes (id INTEGER PRIMARY KEY, body TEXT UNIQUE)"))
+    yield database
+    await database.dispose()
+
+
+def count_trips(connection: Any) -> list[str]:
+    """The calls the connection sends to its thread, by name, from now on."""
+    trips: list[str] = []
+    send = connection._execute
+
+    async def counted(fn: Any, *args: Any, **kwargs: Any) -> Any:
+        trips.append(getattr(fn, "__name__", repr(fn)))
+        return await send(fn, *args, **kwargs)
+
+    connection._execute = counted
+    return trips
+
+
+async def test_a_query_and_all_of_its_rows_take_one_trip(database: Database) -> None:
+    async with database.write() as conn:
+        await conn.execute(
+            text("INSERT INTO notes (body) VALUES (:body)"), [{"body": f"n{i}"} for i in range(150)]
+        )
+    async with database.read() as conn:
+        trips = count_trips((await conn.get_raw_connection()).driver_connection)
+        rows = (await conn.execute(text("SELECT body FROM notes ORDER BY id"))).all()
+        written = await conn.execute(text("SELECT count(*) FROM notes WHERE body LIKE 'n1%'"))
+
+        assert [row.body for row in rows] == [f"n{i}" for i in range(150)]
+        assert written.scalar_one() == 61  # n1, n10-n19, n100-n149
+        assert trips == ["_execute_and_fetch", "_execute_and_fetch"]
+
+
+async def test_rows_come_one_by_one_in_parts_or_all_in_order(database: Database) -> None:
+    async with database.write() as conn:
+        await conn.execute(
+            text("INSERT INTO notes (body) VALUES (:body)"), [{"body": f"n{i}"} for i in range(5)]
+        )
+    async with database.read() as conn:
+        cursor = (await conn.get_raw_connection()).driver_connection.cursor()
+        await cursor.execute("SELECT body FROM notes ORDER BY id")
+        first = await cursor.fetchone()
+        two = await cursor.fetchmany(2)
+        rest = await cursor.fetchall()
+        after = await cursor.fetchone()
+        await cursor.close()
+
+    assert first == ("n0",) and two == [("n1",), ("n2",)] and rest == [("n3",), ("n4",)]
+    assert after is None
+
+
+async def test_a_failed_write_rolls_back_what_its_transaction_did(database: Database) -> None:
+    async with database.write() as conn:
+        await conn.execute(text("INSERT INTO notes (body) VALUES ('kept')"))
+    with pytest.raises(IntegrityError):
+        async with database.write() as conn:
+            await conn.execute(text("INSERT INTO notes (body) VALUES ('undone')"))
+            await conn.execute(text("INSERT INTO notes (body) VALUES ('kept')"))  # not unique
+    async with database.read() as conn:
+        bodies = (await conn.execute(text("SELECT body FROM notes"))).scalars().all()
+
+    assert bodies == ["kept"]
+
+
+async def test_a_connection_back_in_the_pool_sends_no_rollback_with_nothing_to_undo(
+    database: Database,
+) -> None:
+    async with database.read() as conn:
+        driver = (await conn.get_raw_connection()).driver_connection
+        trips = count_trips(driver)
+        await conn.execute(text("SELECT 1"))
+    async with database.read() as conn:  # the same connection, back from the pool
+        assert (await conn.get_raw_connection()).driver_connection is driver
+        await conn.execute(text("SELECT 2"))
+
+    assert "rollback" not in trips and trips.count("commit") == 2
+    assert isinstance(driver._conn, sqlite3.Connection) and not driver._conn.in_transaction
