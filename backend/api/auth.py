@@ -56,20 +56,24 @@ async def optional_principal(
 OptionalPrincipalDep = Annotated[Principal | None, Depends(optional_principal)]
 
 
-def chat_tenant(principal: PrincipalDep) -> str:
+async def chat_tenant(principal: PrincipalDep) -> str:
     """The caller's tenant, for a route that starts a turn: the chat service counts it
     against the tenant's requests-per-minute limit, as it does every channel's messages."""
-    if principal.is_operator:
-        raise Forbidden("the operator key has no tenant: chat with a tenant's key")
-    return principal.tenant_id
+    return _tenant_of(principal)
 
 
 async def current_tenant(services: ServicesDep, principal: PrincipalDep) -> str:
     """The caller's tenant, once its request fits the tenant's requests-per-minute limit."""
-    tenant_id = chat_tenant(principal)
+    tenant_id = _tenant_of(principal)
     runtime = await services.runtimes.get(tenant_id)
     await services.chat.admit(tenant_id, per_minute=runtime.settings.quotas.requests_per_minute)
     return tenant_id
+
+
+def _tenant_of(principal: Principal) -> str:
+    if principal.is_operator:
+        raise Forbidden("the operator key has no tenant: chat with a tenant's key")
+    return principal.tenant_id
 
 
 async def current_admin(services: ServicesDep, principal: PrincipalDep) -> Principal:

@@ -1,5 +1,9 @@
 """FastAPI dependencies as named types: the services of the app, its chat-channel bots, and
-its relayed turn streams."""
+its relayed turn streams.
+
+Every dependency is `async def`, even one that only looks something up: FastAPI runs a plain
+`def` dependency in a worker thread, two thread switches on every request for nothing.
+"""
 
 from __future__ import annotations
 
@@ -13,7 +17,7 @@ from backend.composition.services import Services
 from backend.operations.runner import AdminOperations
 
 
-def get_services(request: Request) -> Services:
+async def get_services(request: Request) -> Services:
     services: Services = request.app.state.services
     return services
 
@@ -21,7 +25,7 @@ def get_services(request: Request) -> Services:
 ServicesDep = Annotated[Services, Depends(get_services)]
 
 
-def get_channels(request: Request) -> BotRunner:
+async def get_channels(request: Request) -> BotRunner:
     channels: BotRunner = request.app.state.channels
     return channels
 
@@ -29,7 +33,7 @@ def get_channels(request: Request) -> BotRunner:
 ChannelsDep = Annotated[BotRunner, Depends(get_channels)]
 
 
-def get_relays(request: Request) -> TurnRelays:
+async def get_relays(request: Request) -> TurnRelays:
     relays: TurnRelays = request.app.state.relays
     return relays
 
@@ -37,7 +41,7 @@ def get_relays(request: Request) -> TurnRelays:
 RelaysDep = Annotated[TurnRelays, Depends(get_relays)]
 
 
-def get_operations(request: Request) -> AdminOperations:
+async def get_operations(request: Request) -> AdminOperations:
     operations: AdminOperations = request.app.state.operations
     return operations
 
