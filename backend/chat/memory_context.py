@@ -55,7 +55,7 @@ class Window:
     first_id: int
 
     def holds(self, item: Recollection) -> bool:
-        return item.is_turn and item.session_id == self.session_id and item.key >= self.first_id
+        return item.session_id == self.session_id and item.key >= self.first_id and item.is_turn
 
 
 @dataclass(frozen=True, slots=True)
@@ -184,7 +184,7 @@ class MemoryContext:
         terms: tuple[str, ...],
     ) -> list[tuple[Recollection, str]]:
         chosen, used = [], 0
-        said: dict[frozenset[str], None] = {}  # the terms of each line chosen
+        said: dict[frozenset[str], int] = {}  # the terms of each line chosen, and how many
         for item in ranked:
             if item.is_cut:
                 line = item.line(terms)
@@ -193,20 +193,29 @@ class MemoryContext:
                 line, cost = item.plain_line, self._cost(index, item)
             if used + cost > budget:
                 continue  # a smaller line after it may still fit
-            words = item.words  # a line said again word for word is found without a loop
-            if (words and words in said) or any(_is_near_copy(words, x) for x in said):
+            words = item.words
+            if _is_near_copy(words, said):
                 continue  # a repeat says nothing new, and its tokens are billed every turn
             chosen.append((item, line))
-            said[words] = None
+            said[words] = len(words)
             used += cost
         return chosen
 
 
-def _is_near_copy(words: frozenset[str], earlier: frozenset[str]) -> bool:
-    """Most words of the longer are the shorter's too: a question asked again, a message
-    repeated with another number."""
-    longer = max(len(words), len(earlier))
-    if min(len(words), len(earlier)) < NEAR_COPY * longer:
-        return False  # too different in length to share that much (no set built)
-    shared = len(words & earlier)
-    return shared > 0 and shared >= NEAR_COPY * longer
+def _is_near_copy(words: frozenset[str], said: dict[frozenset[str], int]) -> bool:
+    """Whether most words of the longer of `words` and a line said are the shorter's too: a
+    question asked again, a message repeated with another number. Called for every candidate
+    against every line chosen, so written for speed: a line said word for word is found at
+    once, and no set is built for a line too different in length to share that much."""
+    if not words:
+        return False
+    if words in said:
+        return True
+    size = len(words)
+    for earlier, other in said.items():
+        longer = size if size > other else other
+        if (other if size > other else size) >= NEAR_COPY * longer:
+            shared = len(words & earlier)
+            if shared and shared >= NEAR_COPY * longer:
+                return True
+    return False

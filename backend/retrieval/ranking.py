@@ -71,7 +71,10 @@ def _fuse(
 
 
 def _order(scores: dict[int, float]) -> list[int]:
-    return sorted(scores, key=lambda key: (-scores[key], -abs(key)))  # ties: the newer first
+    """Best first; ties, the newer first (sorts are stable, and keyed by built-ins: fast)."""
+    newest_first = sorted(scores, key=abs, reverse=True)
+    newest_first.sort(key=scores.__getitem__, reverse=True)
+    return newest_first
 
 
 def _follow_up_terms(

@@ -191,9 +191,10 @@ class ScopeIndex:
     ) -> list[tuple[int, float]]:
         """`hits` less what is gone, shadowed, a bare question, or excluded, in order."""
         kept = []
+        items, shadowed, corrected = self.items, self._shadowed, self._corrected
         for key, score in hits:
-            item = self.items.get(key)
-            if item is None or key in self._shadowed or key in self._corrected:
+            item = items.get(key)
+            if item is None or key in shadowed or key in corrected:
                 continue
             if item.is_question:  # it holds what its asker did not know; the answer may count
                 continue
