@@ -8,11 +8,12 @@ the same on SQLite and PostgreSQL, and a row stored before that never fails a re
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import Row, bindparam, case, func, select, update
+from sqlalchemy import Row, Select, bindparam, case, func, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncConnection
 
@@ -175,21 +176,32 @@ async def window_messages(
     Reads newest-first through the (tenant_id, session_id, id) index, so the cost does not
     grow with the number of archived messages.
     """
+    query = _window_query(has_before=before_id is not None, has_limit=limit is not None)
+    bounds = {"b_tenant": tenant_id, "b_session": session_id, "b_start": start_id}
+    if before_id is not None:
+        bounds["b_before"] = before_id
+    if limit is not None:
+        bounds["b_limit"] = limit
+    rows = (await conn.execute(query, bounds)).all()
+    return [message_from_row(row) for row in reversed(rows)]
+
+
+@functools.cache  # built once: every turn reads its window, and a built query keeps its key
+def _window_query(*, has_before: bool, has_limit: bool) -> Select[Any]:
     query = (
         select(messages)
         .where(
-            messages.c.tenant_id == tenant_id,
-            messages.c.session_id == session_id,
-            messages.c.id >= start_id,
+            messages.c.tenant_id == bindparam("b_tenant"),
+            messages.c.session_id == bindparam("b_session"),
+            messages.c.id >= bindparam("b_start"),
         )
         .order_by(messages.c.id.desc())
     )
-    if before_id is not None:
-        query = query.where(messages.c.id < before_id)
-    if limit is not None:
-        query = query.limit(limit)
-    rows = (await conn.execute(query)).all()
-    return [message_from_row(row) for row in reversed(rows)]
+    if has_before:
+        query = query.where(messages.c.id < bindparam("b_before"))
+    if has_limit:
+        query = query.limit(bindparam("b_limit"))
+    return query
 
 
 async def turn_messages(

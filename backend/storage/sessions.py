@@ -6,7 +6,7 @@ import dataclasses
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import delete, func, select, update
+from sqlalchemy import bindparam, delete, func, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncConnection
 
@@ -18,6 +18,11 @@ from backend.storage.database import Database
 from backend.storage.notices import Deleted
 from backend.storage.tables import messages, sessions, tool_conversations
 from backend.storage.timestamps import aware
+
+# Read at the start of every turn: built once, it keeps its cache key.
+_GET_SESSION = select(sessions).where(
+    sessions.c.tenant_id == bindparam("b_tenant"), sessions.c.id == bindparam("b_id")
+)
 
 
 def session_from_row(row: Any) -> Session:
@@ -158,11 +163,7 @@ class SessionRepository:
     @staticmethod
     async def get_in(conn: AsyncConnection, *, tenant_id: str, session_id: str) -> Session:
         row = (
-            await conn.execute(
-                select(sessions).where(
-                    sessions.c.tenant_id == tenant_id, sessions.c.id == session_id
-                )
-            )
+            await conn.execute(_GET_SESSION, {"b_tenant": tenant_id, "b_id": session_id})
         ).first()
         if row is None:
             raise SessionNotFound(session_id)
