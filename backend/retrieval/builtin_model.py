@@ -25,7 +25,8 @@ DIMENSIONS = 256
 WEIGHTS = Path("weights/l2_supercat_256.safetensors")
 TOKENIZER = Path("tokenizers/l2_supercat_tokenizer_config.json")
 TENSOR = "embedding.weight"
-SEQUENTIAL = 8  # texts encoded one by one; more go through the tokenizer's batch
+SEQUENTIAL = 64  # texts encoded one by one (a turn's few, those said since the last turn under
+# load); more, a scope read cold in a worker thread, go through the tokenizer's parallel batch
 
 
 class BuiltinModel:
@@ -37,7 +38,7 @@ class BuiltinModel:
         """Each text's token embeddings averaged (a row of zeros for a text with no tokens);
         not normalised."""
         rows = np.zeros((len(texts), DIMENSIONS), dtype=np.float32)
-        if len(texts) <= SEQUENTIAL:  # a turn's few: a batch wakes a thread pool for nothing
+        if len(texts) <= SEQUENTIAL:  # a batch would wake a thread pool for a few texts
             encoded = [self._tokenizer.encode(text, add_special_tokens=False) for text in texts]
         else:
             encoded = self._tokenizer.encode_batch(list(texts), add_special_tokens=False)

@@ -59,12 +59,14 @@ class VectorIndex:
         scores = self._matrix[:used] @ query.reshape(-1)
         count = min(limit, used)
         best = np.argpartition(-scores, count - 1)[:count]
-        found = []
-        for row in best[np.argsort(-scores[best])]:
-            key = self._keys[row]
-            if key is not None and scores[row] >= floor:
-                found.append((key, float(scores[row])))
-        return found
+        best = best[np.argsort(-scores[best])]
+        best = best[scores[best] >= floor]  # a removed row's zeros score 0: below any floor
+        keys = self._keys
+        return [
+            (key, score)
+            for row, score in zip(best.tolist(), scores[best].tolist(), strict=True)
+            if (key := keys[row]) is not None
+        ]
 
     def _compact(self) -> None:
         assert self._matrix is not None
