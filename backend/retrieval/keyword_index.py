@@ -58,9 +58,12 @@ class KeywordIndex:
             self._holding.subtract(set(search_terms(text, limit=None)))
         self._count -= len(items)
 
-    def search(self, terms: Sequence[str], limit: int) -> list[tuple[int, float]]:
-        """(key, score) of the items holding any of `terms`, best first: BM25, higher better."""
-        terms = self._telling(terms)
+    def search(
+        self, terms: Sequence[str], limit: int, *, max_hits: int = MAX_HITS
+    ) -> list[tuple[int, float]]:
+        """(key, score) of the items holding any of `terms`, best first: BM25, higher better;
+        the rarest terms alone once the items holding them pass `max_hits`."""
+        terms = self._telling(terms, max_hits)
         if not terms or limit <= 0:
             return []
         query = " OR ".join(f'"{term}"' for term in terms)  # terms are \\w runs: no quotes
@@ -77,16 +80,16 @@ class KeywordIndex:
         """How many items hold `term`."""
         return self._holding[term]
 
-    def _telling(self, terms: Sequence[str]) -> list[str]:
+    def _telling(self, terms: Sequence[str], max_hits: int) -> list[str]:
         """The terms worth asking for: rarest first, none held by half the items or more (of an
         index past FEW_ITEMS; their weight, log((N - n + 0.5) / (n + 0.5)), is zero or less), and
-        no more common ones once MAX_HITS items are reached."""
+        no more common ones once `max_hits` items are reached."""
         chosen: list[str] = []
         hits = 0
         for term in sorted(terms, key=lambda term: self._holding[term]):
             holding = self._holding[term]
             is_common = holding * 2 >= self._count >= FEW_ITEMS
-            if is_common or (chosen and hits + holding > MAX_HITS):
+            if is_common or (chosen and hits + holding > max_hits):
                 break
             chosen.append(term)
             hits += holding

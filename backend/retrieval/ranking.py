@@ -10,8 +10,9 @@ query has a tail of text that merely sounds alike; it must not fill the prompt.
 One step further: a question often names a thing by what was said of it elsewhere ("what does
 the colleague who organises the run ..." — the run's cause was said in another message, with
 the run's name but not the colleague's). The rarest words of the best few items are asked for
-in turn (pseudo-relevance feedback), and what they find joins the ranking below what the query
-found itself.
+in turn (pseudo-relevance feedback), as long as the items holding them fit in the ranking (a
+word more common than that names nothing in particular), and what they find joins the ranking
+below what the query found itself.
 """
 
 from __future__ import annotations
@@ -54,8 +55,8 @@ def rank(
     best = _order(scores)
     seeds = best[:FOLLOWED]
     followed = _follow_up_terms(index, [index.items[key] for key in seeds], terms)
-    if followed:
-        found = index.keywords.search(followed, wanted)
+    if followed:  # words rare enough that every item holding them can take part
+        found = index.keywords.search(followed, wanted, max_hits=wanted)
         hits = index.visible([hit for hit in found if hit[0] not in seeds], is_excluded)
         _fuse(scores, hits, hits[0][1] * WORDS_SHARE if hits else 0.0, weight=FOLLOW_WEIGHT)
         best = _order(scores)

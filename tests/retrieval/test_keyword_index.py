@@ -67,3 +67,24 @@ def test_common_terms_past_the_hit_budget_give_way_to_rarer_ones() -> None:
     # alpha and beta are each in about a third of the items: together past the budget, the
     # rarer item7 and alpha are asked for, beta is not (both would rank item7 first anyway).
     assert keys(index, "alpha beta item7")[0] == 7
+
+
+def test_a_word_half_the_items_hold_is_not_asked_for() -> None:
+    """FTS5 gives such a word no weight: asking for it would only cost its matches."""
+    index = KeywordIndex()
+    index.add((key, f"remember topic{key}") for key in range(1, 41))
+    index.add((key, "tok0 tok1 tok2") for key in range(41, 81))
+
+    assert keys(index, "remember") == []
+    assert keys(index, "please remember topic7") == [7]
+
+
+def test_a_smaller_hit_budget_asks_for_the_rarest_words_alone() -> None:
+    index = KeywordIndex()
+    index.add((key, f"t{key % 4} number{key}") for key in range(1, 101))  # t0-t3: 25 each
+
+    asked = index.search(search_terms("number7 t3"), 10, max_hits=10)
+    everything = index.search(search_terms("number7 t3"), 10)
+
+    assert [key for key, _ in asked] == [7]  # t3 is held by 25 items: past the budget
+    assert [key for key, _ in everything][0] == 7 and len(everything) == 10
