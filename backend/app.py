@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import json
 import logging
 import os
@@ -86,7 +87,7 @@ def app_from_environment() -> FastAPI:
         port=listen.get("port"),
         is_public=bool(listen.get("is_public")),
     )
-    return create_app(settings)
+    return create_app(settings, is_served=True)
 
 
 def uvicorn_options(settings: Settings) -> dict[str, Any]:
@@ -122,7 +123,11 @@ def create_app(
     provider: ChatProvider | None = None,
     summarizer_provider: ChatProvider | None = None,
     clock: Callable[[], datetime] = utc_now,
+    is_served: bool = False,
 ) -> FastAPI:
+    """The app; `is_served` for the process of `tally serve` or one of its workers, which
+    serves it until stopped."""
+
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         async with (
@@ -156,6 +161,11 @@ def create_app(
                     "%s is not set: no operator key; create tenant keys with `tally keys`",
                     ADMIN_KEY_ENV,
                 )
+            if is_served:
+                # What starting built (modules, settings, clients) lives as long as the
+                # process: collected once, then frozen, full collections no longer walk it.
+                gc.collect()
+                gc.freeze()
             try:
                 yield
             finally:

@@ -112,7 +112,7 @@ def _one_process(settings: Settings, listening: socket.socket, announce: Callabl
             if self.started:
                 announce()
 
-    server = Server(uvicorn.Config(create_app(settings), **_options(settings)))
+    server = Server(uvicorn.Config(create_app(settings, is_served=True), **_options(settings)))
     server.run(sockets=[listening])
     return 0 if server.started else 1
 
