@@ -383,10 +383,12 @@ def tally_config(database_url: str, up_url: str) -> dict[str, Any]:
 
 
 def workers_config(url: str, up_url: str, settings: Settings, run: str) -> dict[str, Any]:
-    """The bench's config on a scratch PostgreSQL database and the configured Redis, under a
-    key prefix of the run's own."""
+    """The bench's config on a scratch PostgreSQL database with the configured pool sizes (so
+    that W workers fit the server's connections as the operator sized them) and the configured
+    Redis, under a key prefix of the run's own."""
     coordination = settings.coordination.model_dump(exclude_none=True)
     config = tally_config(url, up_url)
+    config["database"] = {**settings.database.model_dump(exclude={"processes"}), "url": url}
     config["coordination"] = {**coordination, "key_prefix": f"tally-bench-{run}"}
     return config
 

@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from backend.bench.benchmark import workers_config
+from backend.settings import load_settings
 from tests.cli.runner import config
 from tests.conftest import ROOT
 
@@ -48,3 +50,27 @@ def test_quick_bench_completes_every_turn_of_the_scale_scenarios(tmp_path: Path)
     assert checks[("e", "CPU ms/turn ÷ a (fresh session)")]["value"].endswith("×")
     assert checks[("f", "peak RSS MB")]["is_met"] is not None
     assert "Scale targets:" in result.stdout and "f: 20 SSE streams at once" in result.stdout
+
+
+def test_workers_runs_use_the_configured_pools_on_their_scratch_database(tmp_path: Path) -> None:
+    """Three workers at the default pools need 135 connections, more than a default PostgreSQL
+    takes: the operator sizes the pools in the config given to `tally bench --workers`."""
+    path = tmp_path / "deploy.yaml"
+    path.write_text(
+        "database:\n"
+        "  url: postgresql+asyncpg://bench@db.example/tally\n"
+        "  pool_size: 4\n  max_overflow: 2\n  lock_pool_size: 16\n  lock_max_overflow: 0\n"
+        "  processes: 3\n"
+        "coordination: {redis_url: 'redis://127.0.0.1:6379/0'}\n"
+    )
+    settings = load_settings(path)
+
+    run = workers_config(
+        "postgresql+asyncpg://bench@db.example/scratch_7", "http://up", settings, "07"
+    )
+
+    assert run["database"]["url"] == "postgresql+asyncpg://bench@db.example/scratch_7"
+    pools = {key: run["database"][key] for key in ("pool_size", "max_overflow", "lock_pool_size")}
+    assert pools == {"pool_size": 4, "max_overflow": 2, "lock_pool_size": 16}
+    assert "processes" not in run["database"]  # tally serve --workers counts its own
+    assert run["coordination"]["key_prefix"] == "tally-bench-07"
