@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from backend.bench.benchmark import workers_config
+from backend.bench.run_config import workers_config
 from backend.settings import load_settings
 from tests.cli.runner import config
 from tests.conftest import ROOT

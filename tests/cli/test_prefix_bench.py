@@ -10,8 +10,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from backend.bench.benchmark import free_port
 from backend.bench.prefix_bench import QUICK, measure_tally, reusable_shares
+from backend.bench.run_config import free_port
 from tests.conftest import ROOT
 from tests.waiting import until_blocking
 
