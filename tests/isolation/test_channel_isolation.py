@@ -775,6 +775,8 @@ async def test_two_tenants_wecom_robots_never_share_a_chat_or_a_connection(
 
 
 # ---- Feishu -------------------------------------------------------------------------------------
+# Feishu and Lark (larksuite.com) are one platform, `kind: feishu`, served through the `lark-oapi`
+# SDK: its webhook is the probed `/channels/{tenant}/{bot}` route, its chat keys `feishu:<bot>:…`.
 
 FEISHU_APPS = {  # tenant: (app id, app secret, encrypt key)
     "acme": ("cli_acme", "acme-fs-secret", "acme-fs-key"),
