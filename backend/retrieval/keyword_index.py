@@ -8,8 +8,9 @@ folds case and English endings on both sides (`works` meets `working`).
 
 A query's cost grows with the items its terms appear in, so a query asks for its rarest terms
 first and leaves out those in half of the items or more (FTS5's BM25 gives them no weight: only
-their matches would cost) and, past a few thousand hits, the more common rest: a query stays
-within milliseconds on ten thousand items. Items added wait for the next search or removal
+their matches would cost), those weighing under a tenth of the rarest (ranking an item costs
+about a microsecond, and such a term moves the order no more than a tie-break) and, past a few
+thousand hits, the more common rest: a query stays within milliseconds on ten thousand items. Items added wait for the next search or removal
 and go in together, in one transaction: FTS5 writes a segment per transaction, so many turns
 said between two searches cost one. Calls run in the caller's thread; one lock keeps the
 connection to one thread at a time.
@@ -17,6 +18,7 @@ connection to one thread at a time.
 
 from __future__ import annotations
 
+import math
 import sqlite3
 import threading
 from collections import Counter
@@ -27,6 +29,8 @@ from backend.memory.terms import indexed_text, search_terms
 _SCHEMA = "CREATE VIRTUAL TABLE items USING fts5(body, tokenize = 'porter unicode61')"
 MAX_HITS = 4000  # items a query's terms may appear in, together, before rarer ones suffice
 FEW_ITEMS = 20  # in an index this small every term is asked for: none costs anything
+WEIGHT_SHARE = 0.1  # a term weighing less than this share of the rarest term asked for only
+# breaks ties among the items that term finds, and ranking each item holding it costs
 
 
 class KeywordIndex:
@@ -81,19 +85,27 @@ class KeywordIndex:
         return self._holding[term]
 
     def _telling(self, terms: Sequence[str], max_hits: int) -> list[str]:
-        """The terms worth asking for: rarest first, none held by half the items or more (of an
-        index past FEW_ITEMS; their weight, log((N - n + 0.5) / (n + 0.5)), is zero or less), and
-        no more common ones once `max_hits` items are reached."""
+        """The terms worth asking for, rarest first: none held by half the items or more (of an
+        index past FEW_ITEMS; their weight is zero or less), none weighing less than
+        WEIGHT_SHARE of the rarest one found in the index, and no more common ones once
+        `max_hits` items are reached."""
         chosen: list[str] = []
-        hits = 0
+        hits, heaviest = 0, 0.0
         for term in sorted(terms, key=lambda term: self._holding[term]):
             holding = self._holding[term]
             is_common = holding * 2 >= self._count >= FEW_ITEMS
-            if is_common or (chosen and hits + holding > max_hits):
+            weight = self._weight(holding)
+            is_light = weight < WEIGHT_SHARE * heaviest and self._count >= FEW_ITEMS
+            if is_common or (chosen and (hits + holding > max_hits or is_light)):
                 break
             chosen.append(term)
             hits += holding
+            heaviest = heaviest or (weight if holding else 0.0)
         return chosen
+
+    def _weight(self, holding: int) -> float:
+        """A term's BM25 weight (its inverse document frequency), as FTS5 computes it."""
+        return math.log((self._count - holding + 0.5) / (holding + 0.5))
 
     def _write_waiting(self) -> None:
         if self._waiting:

@@ -61,12 +61,28 @@ def test_a_word_most_items_hold_is_left_out_but_rarer_ones_still_find() -> None:
 
 def test_common_terms_past_the_hit_budget_give_way_to_rarer_ones() -> None:
     index = KeywordIndex()
-    index.add((key, f"alpha beta item{key}") for key in range(1, MAX_HITS // 2 + 2))
-    index.add((key, "gamma") for key in range(100_000, 100_000 + MAX_HITS))
+    third = MAX_HITS // 2 + 1
+    index.add((key, f"alpha item{key}") for key in range(1, third + 1))
+    index.add((key, "beta") for key in range(100_000, 100_000 + third))
+    index.add((key, "gamma") for key in range(200_000, 200_000 + third))
 
-    # alpha and beta are each in about a third of the items: together past the budget, the
-    # rarer item7 and alpha are asked for, beta is not (both would rank item7 first anyway).
-    assert keys(index, "alpha beta item7")[0] == 7
+    # alpha and beta are each in a third of the items, weigh the same and are together past
+    # the budget: alpha, the first asked for, is searched alone (beta's shorter items would
+    # otherwise rank first).
+    found = index.search(search_terms("alpha beta"), 10)
+
+    assert len(found) == 10 and all(key <= third for key, _ in found)
+
+
+def test_a_word_weighing_a_tenth_of_the_rarest_is_not_asked_for() -> None:
+    """Its matches would cost the search as much as any word's and move the ranking no more
+    than a tie-break among the items the rarer word finds."""
+    index = KeywordIndex()
+    index.add((key, f"favourite number{key}") for key in range(1, 401))  # 40 % of the items
+    index.add((key, f"something else {key}") for key in range(401, 1001))
+
+    assert len(keys(index, "favourite")) == 10  # alone, it is asked for
+    assert keys(index, "my favourite number7") == [7]
 
 
 def test_a_word_half_the_items_hold_is_not_asked_for() -> None:
