@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 from sqlalchemy import text
-from sqlalchemy.exc import IntegrityError
+from sqlalchemy.exc import IntegrityError, OperationalError
 
 from backend.storage.database import Database
 
@@ -86,13 +86,70 @@ async def test_a_failed_write_rolls_back_what_its_transaction_did(database: Data
 async def test_a_connection_back_in_the_pool_sends_no_rollback_with_nothing_to_undo(
     database: Database,
 ) -> None:
-    async with database.read() as conn:
+    async with database.write() as conn:
         driver = (await conn.get_raw_connection()).driver_connection
         trips = count_trips(driver)
-        await conn.execute(text("SELECT 1"))
-    async with database.read() as conn:  # the same connection, back from the pool
+        await conn.execute(text("INSERT INTO notes (body) VALUES ('a')"))
+    async with database.write() as conn:  # the same connection, back from the pool
         assert (await conn.get_raw_connection()).driver_connection is driver
-        await conn.execute(text("SELECT 2"))
+        await conn.execute(text("INSERT INTO notes (body) VALUES ('b')"))
 
     assert "rollback" not in trips and trips.count("commit") == 2
     assert isinstance(driver._conn, sqlite3.Connection) and not driver._conn.in_transaction
+
+
+async def test_a_read_takes_one_trip_a_query_and_a_write_one_more_to_commit(
+    database: Database,
+) -> None:
+    async with database.read() as conn:
+        trips = count_trips((await conn.get_raw_connection()).driver_connection)
+        await conn.execute(text("SELECT count(*) FROM notes"))
+        await conn.execute(text("SELECT count(*) FROM notes"))
+    read = list(trips)
+    async with database.write() as conn:
+        trips = count_trips((await conn.get_raw_connection()).driver_connection)
+        await conn.execute(text("INSERT INTO notes (body) VALUES ('a')"))
+
+    # BEGIN goes with the first statement; a read's end lets go of its snapshot in the loop
+    assert read == ["_execute_and_fetch", "_execute_and_fetch"]
+    assert trips == ["_execute_and_fetch", "commit"]
+
+
+async def test_a_read_ended_in_the_loop_lets_a_checkpoint_pass(
+    database: Database, tmp_path: Path
+) -> None:
+    """A read left open would keep its snapshot: a checkpoint could never pass it, and the
+    write-ahead log would grow for as long as the connection sits in the pool."""
+    async with database.read() as conn:
+        driver = (await conn.get_raw_connection()).driver_connection
+        await conn.execute(text("SELECT count(*) FROM notes"))
+    async with database.write() as conn:
+        await conn.execute(text("INSERT INTO notes (body) VALUES ('a')"))
+    assert isinstance(driver._conn, sqlite3.Connection) and not driver._conn.in_transaction
+
+    other = sqlite3.connect(tmp_path / "driver.db")
+    busy, _, _ = other.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
+    other.close()
+    assert busy == 0
+
+
+async def test_a_begin_that_cannot_take_the_write_lock_fails_its_statement_and_holds_nothing(
+    database: Database, tmp_path: Path
+) -> None:
+    blocker = sqlite3.connect(tmp_path / "driver.db", isolation_level=None)
+    blocker.execute("BEGIN IMMEDIATE")
+    async with database.read() as conn:  # lower the busy wait for this one connection
+        driver = (await conn.get_raw_connection()).driver_connection
+        await conn.exec_driver_sql("PRAGMA busy_timeout=50")
+    with pytest.raises(OperationalError, match="locked"):
+        async with database.write() as conn:
+            assert (await conn.get_raw_connection()).driver_connection is driver
+            await conn.execute(text("INSERT INTO notes (body) VALUES ('lost')"))
+    blocker.execute("ROLLBACK")
+    blocker.close()
+    async with database.write() as conn:  # the connection is fine afterwards
+        await conn.execute(text("INSERT INTO notes (body) VALUES ('kept')"))
+    async with database.read() as conn:
+        bodies = (await conn.execute(text("SELECT body FROM notes"))).scalars().all()
+
+    assert bodies == ["kept"] and not driver._conn.in_transaction
