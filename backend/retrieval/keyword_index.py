@@ -10,10 +10,10 @@ A query's cost grows with the items its terms appear in, so a query asks for its
 first and leaves out those in half of the items or more (FTS5's BM25 gives them no weight: only
 their matches would cost), those weighing under a tenth of the rarest (ranking an item costs
 about a microsecond, and such a term moves the order no more than a tie-break) and, past a few
-thousand hits, the more common rest: a query stays within milliseconds on ten thousand items. Items added wait for the next search or removal
-and go in together, in one transaction: FTS5 writes a segment per transaction, so many turns
-said between two searches cost one. Calls run in the caller's thread; one lock keeps the
-connection to one thread at a time.
+thousand hits, the more common rest: a query stays within milliseconds on ten thousand items.
+Items added wait for the next search or removal and go in together, in one transaction: FTS5
+writes a segment per transaction, so many turns said between two searches cost one. Calls run
+in the caller's thread; one lock keeps the connection to one thread at a time.
 """
 
 from __future__ import annotations
