@@ -208,6 +208,24 @@ async def test_malformed_json_and_lone_surrogates_are_rejected(settings: Setting
     assert sessions["total"] == 0
 
 
+async def test_a_vendor_control_token_in_a_message_or_a_reply_is_plain_text(
+    settings: Settings,
+) -> None:
+    """Tokenizers refuse `<|endoftext|>` unless told: counting it once failed the turn."""
+    provider = ScriptedProvider()
+    provider.push("it ends with <|endoftext|>")
+    async with serve(create_app(settings, provider=provider)) as client:
+        sent = await client.post("/api/chat/send", json={"message": "what is <|endoftext|>?"})
+        session_id = sent.json()["session_id"]
+        stored = (await client.get(f"/api/chat/sessions/{session_id}/messages")).json()
+
+    assert sent.status_code == 200, sent.text
+    assert [m["content"] for m in stored["messages"]] == [
+        "what is <|endoftext|>?",
+        "it ends with <|endoftext|>",
+    ]
+
+
 async def test_ten_concurrent_sends_run_one_at_a_time_in_order(settings: Settings) -> None:
     provider = ScriptedProvider(delay_s=0.001)
     provider.push(*[f"reply {i}" for i in range(10)])
