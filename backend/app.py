@@ -41,6 +41,7 @@ from backend.channels.bot_runner import run_bots
 from backend.composition.build import ADMIN_KEY_ENV, build_services
 from backend.domain.clock import utc_now
 from backend.domain.tenants import DEFAULT_TENANT
+from backend.host.heap import give_back_free_memory
 from backend.host.shipped_files import frontend_dir
 from backend.metrics.registry import process_stopped
 from backend.operations.runner import AdminOperations
@@ -163,8 +164,9 @@ def create_app(
                 )
             if is_served:
                 # What starting built (modules, settings, clients) lives as long as the
-                # process: collected once, then frozen, full collections no longer walk it.
-                gc.collect()
+                # process: collected once (the garbage given back to the system), then
+                # frozen, full collections no longer walk it.
+                give_back_free_memory()
                 gc.freeze()
             try:
                 yield

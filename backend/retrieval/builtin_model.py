@@ -21,6 +21,8 @@ import numpy as np
 import numpy.typing as npt
 from tokenizers import Tokenizer
 
+from backend.host.heap import give_back_free_memory
+
 DIMENSIONS = 256
 WEIGHTS = Path("weights/l2_supercat_256.safetensors")
 TOKENIZER = Path("tokenizers/l2_supercat_tokenizer_config.json")
@@ -56,7 +58,9 @@ def load_builtin_model() -> BuiltinModel:
     tokenizer = Tokenizer.from_file(str(package / TOKENIZER))
     tokenizer.no_padding()
     tokenizer.no_truncation()
-    return BuiltinModel(tokenizer, _mapped_weights(package / WEIGHTS))
+    model = BuiltinModel(tokenizer, _mapped_weights(package / WEIGHTS))
+    give_back_free_memory()  # parsing the tokenizer's JSON left megabytes freed
+    return model
 
 
 def _package_folder() -> Path:
