@@ -18,6 +18,7 @@ in the caller's thread; one lock keeps the connection to one thread at a time.
 
 from __future__ import annotations
 
+import json
 import math
 import sqlite3
 import threading
@@ -27,6 +28,12 @@ from collections.abc import Iterable, Sequence
 from backend.memory.terms import indexed_text, search_terms
 
 _SCHEMA = "CREATE VIRTUAL TABLE items USING fts5(body, tokenize = 'porter unicode61')"
+# The hits as one JSON row: sqlite3 lets go of the GIL for every row it steps to, and under load
+# each of those is a thread switch (the database's threads wait for it); one row, one switch.
+_SEARCH = (
+    "SELECT json_group_array(json_array(key, score)) FROM (SELECT rowid AS key, "
+    "-bm25(items) AS score FROM items WHERE items MATCH ? ORDER BY bm25(items) LIMIT ?)"
+)
 MAX_HITS = 4000  # items a query's terms may appear in, together, before rarer ones suffice
 FEW_ITEMS = 20  # in an index this small every term is asked for: none costs anything
 WEIGHT_SHARE = 0.1  # a term weighing less than this share of the rarest term asked for only
@@ -73,12 +80,8 @@ class KeywordIndex:
         query = " OR ".join(f'"{term}"' for term in terms)  # terms are \\w runs: no quotes
         with self._lock:
             self._write_waiting()
-            rows = self._db.execute(
-                "SELECT rowid, -bm25(items) FROM items WHERE items MATCH ? "
-                "ORDER BY bm25(items) LIMIT ?",
-                (query, limit),
-            ).fetchall()
-        return [(int(key), float(score)) for key, score in rows]
+            (found,) = self._db.execute(_SEARCH, (query, limit)).fetchone()
+        return [(int(key), float(score)) for key, score in json.loads(found)]
 
     def holding(self, term: str) -> int:
         """How many items hold `term`."""
