@@ -58,6 +58,10 @@ def load_builtin_model() -> BuiltinModel:
     tokenizer = Tokenizer.from_file(str(package / TOKENIZER))
     tokenizer.no_padding()
     tokenizer.no_truncation()
+    # Its BPE remembers each word it split, up to 10,000; this tokenizer has no pre-tokenizer,
+    # so a "word" is a whole text: about 4 KB kept for each text embedded, and found again
+    # only for the same text (which `BuiltinEmbedder` remembers itself).
+    tokenizer.model._resize_cache(0)
     model = BuiltinModel(tokenizer, _mapped_weights(package / WEIGHTS))
     give_back_free_memory()  # parsing the tokenizer's JSON left megabytes freed
     return model

@@ -33,9 +33,10 @@ class VectorIndex:
             self._matrix = np.zeros((max(64, len(fresh)), rows.shape[1]), dtype=np.float32)
         used = len(self._keys)
         if used + len(fresh) > len(self._matrix):
-            grown = np.zeros((max(2 * len(self._matrix), used + len(fresh)), rows.shape[1]))
+            size = max(2 * len(self._matrix), used + len(fresh))
+            grown = np.zeros((size, rows.shape[1]), dtype=np.float32)
             grown[:used] = self._matrix[:used]
-            self._matrix = grown.astype(np.float32)
+            self._matrix = grown
         self._matrix[used : used + len(fresh)] = rows
         for offset, (_, key) in enumerate(fresh):
             self._keys.append(key)
