@@ -52,7 +52,8 @@ asyncio.run(main())
 """
 
 
-def loaded_sdks(tmp_path: Path, **sections: Any) -> set[str]:
+def loaded_sdks(tmp_path: Path, *, asked: set[str] = OPTIONAL_SDKS, **sections: Any) -> set[str]:
+    """Which of the `asked` top-level modules a process serving the app loaded."""
     done = subprocess.run(
         [
             sys.executable,
@@ -60,7 +61,7 @@ def loaded_sdks(tmp_path: Path, **sections: Any) -> set[str]:
             PROBE,
             str(tmp_path),
             json.dumps(sections),
-            json.dumps([*OPTIONAL_SDKS]),
+            json.dumps([*asked]),
         ],
         cwd=ROOT,
         capture_output=True,
@@ -73,6 +74,15 @@ def loaded_sdks(tmp_path: Path, **sections: Any) -> set[str]:
 
 def test_a_bare_deployment_loads_no_optional_sdk(tmp_path: Path) -> None:
     assert loaded_sdks(tmp_path) == set()
+
+
+def test_a_start_on_a_database_at_the_newest_revision_does_not_load_alembic(
+    tmp_path: Path,
+) -> None:
+    first = loaded_sdks(tmp_path, asked={"alembic"})  # creates the schema
+    again = loaded_sdks(tmp_path, asked={"alembic"})
+
+    assert (first, again) == ({"alembic"}, set())
 
 
 def test_a_configured_mcp_server_loads_its_sdk(tmp_path: Path, refused_port: int) -> None:
