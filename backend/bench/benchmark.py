@@ -59,6 +59,7 @@ from backend.bench.scratch_database import scratch_database, workers_problem
 from backend.settings import MemorySettings, Settings
 
 OUT = BENCH / "out" / "latest.json"
+DATA_SUFFIX = "-data"  # a run's data folder: its MEMORY.md files, its workspaces
 # What the window holds right after an eviction: the seeded history of scenario e starts so.
 WINDOW_AFTER_EVICTION = WINDOW - MemorySettings().overflow_batch
 
@@ -275,23 +276,26 @@ class Processes:
         self._settle()
         self.count += 1
         run = f"{self.count:02d}-{name}-{scenario.key}"
-        db = self.tmp / f"{run}.db"
+        db, data = self.tmp / f"{run}.db", self.tmp / f"{run}{DATA_SUFFIX}"
         if name == "floor" and floor_dir:
             server, port = self._floor(run, up_url, floor_dir)
             return self.drive(run, name, server, port, scenario, up_url, db)
         if not scenario.workers:
-            config = tally_config(f"sqlite+aiosqlite:///{db}", up_url)
+            config = tally_config(f"sqlite+aiosqlite:///{db}", up_url, data)
             return self.serve_and_drive(run, scenario, up_url, db, config)
         with scratch_database(self.settings.database.url, run) as url:
-            config = workers_config(url, up_url, self.settings, run)
+            config = workers_config(url, up_url, self.settings, run, data)
             return self.serve_and_drive(run, scenario, up_url, db, config)
 
     def _settle(self) -> None:
-        """Delete the databases of the runs before and flush their writes: what the kernel
-        still had to write back of them (100,000 seeded messages) was paid for by the next
-        run's commits, the more so by the target that syncs more often."""
+        """Delete what the runs before stored (their databases, their data folders) and flush
+        their writes: what the kernel still had to write back of them (100,000 seeded
+        messages) was paid for by the next run's commits, the more so by the target that syncs
+        more often."""
         for path in self.tmp.glob("*.db*"):
             path.unlink(missing_ok=True)
+        for path in self.tmp.glob(f"*{DATA_SUFFIX}"):
+            shutil.rmtree(path, ignore_errors=True)
         os.sync()
 
     def serve_and_drive(

@@ -21,26 +21,33 @@ def tally_command() -> list[str]:
     return [str(script)] if script.exists() else [sys.executable, "-m", "backend"]
 
 
-def tally_config(database_url: str, up_url: str) -> dict[str, Any]:
+def tally_config(database_url: str, up_url: str, data_dir: Path) -> dict[str, Any]:
+    """A run's config: its own database and its own data folder, the default tenant's
+    MEMORY.md in it (by default it lies beside the config, which every run shares), so that no
+    run starts with what another remembered."""
     return {
         "server": {"host": HOST},
+        "data_dir": str(data_dir),
         "database": {"url": database_url},
         "providers": {
             "fake": {"kind": "openai_compatible", "base_url": f"{up_url}/v1", "max_retries": 0}
         },
         "model": {"provider": "fake", "name": "fake-model"},
         "persona": {"max_history_messages": WINDOW},
+        "memory": {"path": str(data_dir / "MEMORY.md")},
         "tools": {"enabled": ["now"]},
         "prompts_dir": str(ROOT / "prompts"),
     }
 
 
-def workers_config(url: str, up_url: str, settings: Settings, run: str) -> dict[str, Any]:
+def workers_config(
+    url: str, up_url: str, settings: Settings, run: str, data_dir: Path
+) -> dict[str, Any]:
     """The bench's config on a scratch PostgreSQL database with the configured pool sizes (so
     that W workers fit the server's connections as the operator sized them) and the configured
     Redis, under a key prefix of the run's own."""
     coordination = settings.coordination.model_dump(exclude_none=True)
-    config = tally_config(url, up_url)
+    config = tally_config(url, up_url, data_dir)
     config["database"] = {**settings.database.model_dump(exclude={"processes"}), "url": url}
     config["coordination"] = {**coordination, "key_prefix": f"tally-bench-{run}"}
     return config

@@ -66,7 +66,11 @@ def test_workers_runs_use_the_configured_pools_on_their_scratch_database(tmp_pat
     settings = load_settings(path)
 
     run = workers_config(
-        "postgresql+asyncpg://bench@db.example/scratch_7", "http://up", settings, "07"
+        "postgresql+asyncpg://bench@db.example/scratch_7",
+        "http://up",
+        settings,
+        "07",
+        tmp_path / "07-data",
     )
 
     assert run["database"]["url"] == "postgresql+asyncpg://bench@db.example/scratch_7"
