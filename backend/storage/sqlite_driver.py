@@ -11,7 +11,7 @@ connection, and SQLite serializes calls on a connection from any thread, `sqlite
 3); a rollback with no transaction open is not sent, since it would do nothing.
 
 A transaction costs no trips of its own either: its BEGIN goes to the thread with its first
-statement, and the end of one that only read (a SELECT ends no other way) is done in the
+statement (one of many parameter sets too: else each row would be written on its own), and the end of one that only read (a SELECT ends no other way) is done in the
 loop's thread, as it only lets go of the snapshot it read: no disk, no wait. The end of a write
 (a COMMIT syncs the disk) still goes to the thread. A read is then one trip per query, where
 it was three.
@@ -53,6 +53,17 @@ class _Cursor(aiosqlite.Cursor):
         rows = await in_its_thread(_execute_and_fetch, self._cursor, sql, parameters, begin)
         self._rows = deque(rows)
         return self
+
+    async def executemany(self, sql: str, parameters: Iterable[Parameters]) -> _Cursor:
+        connection = cast(_Connection, self._conn)
+        self._rows = deque()
+        begin = connection.statement_sent(sql)
+        in_its_thread: Callable[..., Awaitable[None]] = self._execute  # aiosqlite's, untyped
+        await in_its_thread(_execute_many, self._cursor, sql, parameters, begin)
+        return self
+
+    async def executescript(self, sql_script: str) -> _Cursor:
+        raise NotImplementedError("a script would end the transaction SQLAlchemy keeps open")
 
     async def fetchone(self) -> Any:
         return self._rows.popleft() if self._rows else None
@@ -105,8 +116,8 @@ class _Connection(aiosqlite.Connection):
     def _ends_in_loop(self) -> bool:
         """Whether the transaction ends here, in the loop's thread: one that never began (its
         BEGIN still held, or none open) or that only read."""
-        began, self._begin = self._begin is not None, None
-        return began or not self._conn.in_transaction or not self._has_written
+        held, self._begin = self._begin is not None, None
+        return held or not self._conn.in_transaction or not self._has_written
 
 
 async def connect(path: str) -> aiosqlite.Connection:
@@ -117,6 +128,14 @@ async def connect(path: str) -> aiosqlite.Connection:
     connection = _Connection(connector, ROWS_AT_ONCE)
     connection._thread.daemon = True  # as SQLAlchemy's adapter does: exit never waits on it
     return await connection
+
+
+def _execute_many(
+    cursor: sqlite3.Cursor, sql: str, parameters: Iterable[Parameters], begin: str | None
+) -> None:
+    if begin is not None:
+        cursor.execute(begin)
+    cursor.executemany(sql, cast(Any, parameters))
 
 
 def _execute_and_fetch(

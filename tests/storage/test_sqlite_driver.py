@@ -83,6 +83,25 @@ async def test_a_failed_write_rolls_back_what_its_transaction_did(database: Data
     assert bodies == ["kept"]
 
 
+async def test_many_rows_written_at_once_are_one_transaction(database: Database) -> None:
+    """The BEGIN held back goes with a statement of many parameter sets too: without it, each
+    row would be written on its own and a failure would leave the rows before it."""
+    with pytest.raises(IntegrityError):
+        async with database.write() as conn:
+            await conn.execute(
+                text("INSERT INTO notes (body) VALUES (:body)"),
+                [{"body": "first"}, {"body": "second"}, {"body": "first"}],  # not unique
+            )
+    async with database.write() as conn:
+        await conn.execute(
+            text("INSERT INTO notes (body) VALUES (:body)"), [{"body": "a"}, {"body": "b"}]
+        )
+    async with database.read() as conn:
+        bodies = (await conn.execute(text("SELECT body FROM notes ORDER BY id"))).scalars().all()
+
+    assert bodies == ["a", "b"]
+
+
 async def test_a_connection_back_in_the_pool_sends_no_rollback_with_nothing_to_undo(
     database: Database,
 ) -> None:
@@ -153,3 +172,13 @@ async def test_a_begin_that_cannot_take_the_write_lock_fails_its_statement_and_h
         bodies = (await conn.execute(text("SELECT body FROM notes"))).scalars().all()
 
     assert bodies == ["kept"] and not driver._conn.in_transaction
+
+
+async def test_a_script_is_refused_inside_a_transaction(database: Database) -> None:
+    """sqlite3 commits whatever is open before a script: it would end SQLAlchemy's
+    transaction behind its back."""
+    async with database.read() as conn:
+        cursor = (await conn.get_raw_connection()).driver_connection.cursor()
+        with pytest.raises(NotImplementedError):
+            await cursor.executescript("SELECT 1;")
+        await cursor.close()
