@@ -11,10 +11,10 @@ connection, and SQLite serializes calls on a connection from any thread, `sqlite
 3); a rollback with no transaction open is not sent, since it would do nothing.
 
 A transaction costs no trips of its own either: its BEGIN goes to the thread with its first
-statement (one of many parameter sets too: else each row would be written on its own), and the end of one that only read (a SELECT ends no other way) is done in the
-loop's thread, as it only lets go of the snapshot it read: no disk, no wait. The end of a write
-(a COMMIT syncs the disk) still goes to the thread. A read is then one trip per query, where
-it was three.
+statement (one of many parameter sets too: else each row would be written on its own), and the
+end of one that only read (a SELECT ends no other way) is done in the loop's thread, as it only
+lets go of the snapshot it read: no disk, no wait. The end of a write (a COMMIT syncs the disk)
+still goes to the thread. A read is then one trip per query, where it was three.
 """
 
 from __future__ import annotations
