@@ -10,9 +10,9 @@ current facts about it, as a model is asked to.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 
+from backend.chat.leftovers import ABOUT_THEMSELVES
 from backend.chat.prompts import PromptRenderer
 from backend.chat.summarizer import (
     REPLACEABLE_FACTS,
@@ -36,11 +36,6 @@ from backend.providers.canned_text import quote
 DEMO_SUMMARY_MODEL = "tally-demo"
 SUMMARY_LINES = 12
 TOPIC_CHARS = 70
-_ABOUT_THEMSELVES = re.compile(
-    r"\b(my|i am|i'm|i live|i work|i like|i love|i prefer|i have|call me|remember)\b"
-    r"|我叫|我是|我住|我在|我喜欢|我的|记住",
-    re.IGNORECASE,
-)
 
 
 class DemoSummarizer(Summarizer):
@@ -75,7 +70,7 @@ def _facts(user_texts: Sequence[str], keep: Sequence[str]) -> list[str]:
     for text in user_texts:
         for sentence in SENTENCE.findall(text):
             sentence = " ".join(sentence.split())
-            if _ABOUT_THEMSELVES.search(sentence) and sentence not in overridden:
+            if ABOUT_THEMSELVES.search(sentence) and sentence not in overridden:
                 facts.setdefault(f"The user said: “{sentence}”", None)
     covered = " ".join([*facts, *overridden]).casefold()  # a taken-back value stays out
     for identifier in keep:  # what the fidelity gate would ask for, if no sentence held it

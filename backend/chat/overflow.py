@@ -18,6 +18,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from datetime import UTC, datetime, timedelta
 
 from backend.chat.failpoints import Failpoints
+from backend.chat.leftovers import holds_something_to_keep, is_short_leftover
 from backend.chat.memory_health import MemoryHealth
 from backend.chat.overflow_policy import OverflowPolicy, auto_write_range
 from backend.chat.overflow_steps import FactsWritten, JobSteps
@@ -93,7 +94,8 @@ class OverflowWorker:
 
     def distill_tail(self, session: Session) -> None:
         """Distill what the session said since memory last took it in (a chat left with
-        /new, a session gone quiet): its undistilled whole turns, however few."""
+        /new, a session gone quiet): its undistilled whole turns, however few; a short
+        leftover with nothing for memory is passed over without a call (chat/leftovers.py)."""
         key = (session.tenant_id, session.id)
         if not self._is_closed:
             self._tails[key] = origin_of(session.channel, session.external_key)
@@ -196,6 +198,9 @@ class OverflowWorker:
         if due is None:
             return None
         kind, first, last, next_start = due
+        if kind == "auto" and tail_origin is not None:
+            if await self._passed_over(session, [m for m in window if first <= m.id <= last]):
+                return None
         return await self._jobs.create(
             tenant_id=tenant_id,
             session_id=session_id,
@@ -208,6 +213,23 @@ class OverflowWorker:
             previous_summary=session.summary,
             origin=tail_origin or origin_of(session.channel, session.external_key),
         )
+
+    async def _passed_over(self, session: Session, fresh: list[StoredMessage]) -> bool:
+        """Move the watermark past a tail's short leftover that holds nothing for memory,
+        rather than pay a call to write nothing (chat/leftovers.py); False for any other."""
+        is_small_talk = is_short_leftover(
+            fresh, watermark=session.memory_watermark_id
+        ) and not holds_something_to_keep(fresh)
+        if is_small_talk:
+            await self._jobs.pass_over(
+                tenant_id=session.tenant_id, session_id=session.id, through_id=fresh[-1].id
+            )
+            log.info(
+                "overflow: a leftover of %d messages holds nothing for memory; no call",
+                len(fresh),
+                extra={"tenant": session.tenant_id, "session": session.id},
+            )
+        return is_small_talk
 
     def _due_range(
         self, session: Session, window: Sequence[StoredMessage], *, is_tail: bool

@@ -292,6 +292,20 @@ class OverflowJobRepository:
             )
             self._db.notices.deleted(deleted)
 
+    async def pass_over(self, *, tenant_id: str, session_id: str, through_id: int) -> None:
+        """Move the session's watermark to `through_id` (never back) with no job: a leftover
+        judged to hold nothing for memory (chat/leftovers.py) is not distilled again."""
+        async with self._db.write() as conn:
+            await conn.execute(
+                update(sessions)
+                .where(
+                    sessions.c.tenant_id == tenant_id,
+                    sessions.c.id == session_id,
+                    sessions.c.memory_watermark_id < through_id,
+                )
+                .values(memory_watermark_id=through_id)
+            )
+
     async def summary_covering(
         self, *, tenant_id: str, session_id: str, last_message_id: int
     ) -> str | None:

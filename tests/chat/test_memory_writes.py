@@ -117,3 +117,70 @@ async def test_a_session_that_went_quiet_has_its_tail_distilled(
     assert "my flight to Lima is on 3 May" in line.content
     assert line.provenance is not None and line.provenance.session_id == session_id
     assert session.memory_watermark_id == 2 and session.window_start_id == 0  # nothing evicted
+
+
+async def tell_then_go_quiet(database_url: str, tmp_path: Path, said: list[str]) -> Any:
+    """Send `said` in one session (memory writes itself every two turns), let the session go
+    quiet and sweep it twice; the app, its summarizer and the sweeps' counts."""
+    clock = ManualClock()
+    summarizer = EchoSummarizer()
+    settings = overflow_settings(
+        database_url,
+        tmp_path,
+        distill_quiet_after_s=600,
+        auto_summarize={"min_messages": 4, "min_chars": 100_000},
+    )
+    app = create_app(
+        settings,
+        provider=ScriptedProvider(replies=["ok"]),
+        summarizer_provider=summarizer,
+        clock=clock,
+    )
+    async with serve(app) as client:
+        session_id = (await client.post("/api/chat/sessions", json={})).json()["id"]
+        for text in said:
+            await send(client, session_id, text)
+            await app.state.services.runtimes.wait_idle()
+        calls_before_quiet = summarizer.calls
+        clock.now += timedelta(seconds=601)
+        handed = await app.state.services.quiet_sessions.sweep()
+        await app.state.services.runtimes.wait_idle()
+        handed_again = await app.state.services.quiet_sessions.sweep()
+        session = await session_row(app)
+    return calls_before_quiet, summarizer.calls, (handed, handed_again), session
+
+
+async def test_a_short_leftover_of_small_talk_calls_no_model(
+    database_url: str, tmp_path: Path
+) -> None:
+    said = ["my flight to Lima is on 3 May", "my seat is by the window", "it rained all day"]
+    before, after, sweeps, session = await tell_then_go_quiet(database_url, tmp_path, said)
+
+    assert (before, after) == (1, 1)  # the automatic write only; the leftover made no call
+    assert sweeps == (1, 0)  # looked at once, not again at every sweep
+    assert session.memory_watermark_id == 6  # past the leftover: it is not distilled again
+    (line,) = memory_lines(tmp_path)
+    assert "it rained" not in line.content
+
+
+async def test_a_short_leftover_that_says_something_is_distilled(
+    database_url: str, tmp_path: Path
+) -> None:
+    said = ["my flight to Lima is on 3 May", "my seat is by the window", "we meet Ines there"]
+    before, after, sweeps, session = await tell_then_go_quiet(database_url, tmp_path, said)
+
+    assert (before, after) == (1, 2)
+    assert sweeps == (1, 0)
+    assert session.memory_watermark_id == 6
+    assert "we meet Ines there" in memory_lines(tmp_path)[-1].content
+
+
+async def test_a_session_never_distilled_goes_to_the_model_however_small(
+    database_url: str, tmp_path: Path
+) -> None:
+    before, after, _, session = await tell_then_go_quiet(
+        database_url, tmp_path, ["it rained all day"]
+    )
+
+    assert (before, after) == (0, 1)  # its tail is all memory would learn of it
+    assert session.memory_watermark_id == 2
