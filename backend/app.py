@@ -163,6 +163,7 @@ def create_app(
                     ADMIN_KEY_ENV,
                 )
             if is_served:
+                await services.embedders.load()  # the default tenant's, named above
                 # What starting built (modules, settings, clients) lives as long as the
                 # process: collected once (the garbage given back to the system), then
                 # frozen, full collections no longer walk it.

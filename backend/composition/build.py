@@ -129,6 +129,7 @@ async def build_services(
             ),
             provider_outcomes=outcomes,
             mcp=factory.mcp,
+            embedders=factory.embedders,
             quiet_sessions=QuietSessions(factory.sessions, runtimes, clock=clock),
         )
         with_servers = [DEFAULT_TENANT] if settings.tools.mcp_servers else []

@@ -15,6 +15,7 @@ from backend.coordination.base import Coordinator
 from backend.memory.linked_scopes import PersonalMemory
 from backend.memory.proposals import MemoryProposals
 from backend.providers.outcomes import ProviderOutcomes
+from backend.retrieval.embedders import EmbedderPool
 from backend.settings import Settings
 from backend.storage.admin_operations import AdminOperationRepository
 from backend.storage.audit import AuditLog
@@ -54,3 +55,4 @@ class Services:
     quiet_sessions: QuietSessions  # distils the tails of sessions that went quiet
     provider_outcomes: ProviderOutcomes = field(default_factory=ProviderOutcomes)
     mcp: McpServers = field(default_factory=McpServers)  # every tenant's MCP connections
+    embedders: EmbedderPool = field(default_factory=EmbedderPool)  # those the tenants name

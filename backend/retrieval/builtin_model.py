@@ -3,9 +3,10 @@ float16), averaged over a text's tokens, from the files the `wordllama` wheel sh
 
 Inference is that average, as the package computes it, without importing the package (its
 loader reads the weights into a float32 copy, and its default path looks for the tokenizer in
-the wrong folder and then downloads it). The weights are mapped from the wheel's file, not
-read: they cost no memory until rows are used, and the pages are shared by every worker
-process on the machine.
+the wrong folder and then downloads it), and without the `tokenizers` library: its tokenizer
+held 12 MB and its import 5 more; `bpe.py` reads the same file into one and gives the same
+ids. The weights are mapped from the wheel's file, not read: they cost no memory until rows
+are used, and the pages are shared by every worker process on the machine.
 """
 
 from __future__ import annotations
@@ -19,20 +20,18 @@ from pathlib import Path
 
 import numpy as np
 import numpy.typing as npt
-from tokenizers import Tokenizer
 
 from backend.host.heap import give_back_free_memory
+from backend.retrieval.bpe import BpeTokenizer
 
 DIMENSIONS = 256
 WEIGHTS = Path("weights/l2_supercat_256.safetensors")
 TOKENIZER = Path("tokenizers/l2_supercat_tokenizer_config.json")
 TENSOR = "embedding.weight"
-SEQUENTIAL = 64  # texts encoded one by one (a turn's few, those said since the last turn under
-# load); more, a scope read cold in a worker thread, go through the tokenizer's parallel batch
 
 
 class BuiltinModel:
-    def __init__(self, tokenizer: Tokenizer, weights: npt.NDArray[np.float16]) -> None:
+    def __init__(self, tokenizer: BpeTokenizer, weights: npt.NDArray[np.float16]) -> None:
         self._tokenizer = tokenizer
         self._weights = weights
 
@@ -40,14 +39,11 @@ class BuiltinModel:
         """Each text's token embeddings averaged (a row of zeros for a text with no tokens);
         not normalised."""
         rows = np.zeros((len(texts), DIMENSIONS), dtype=np.float32)
-        if len(texts) <= SEQUENTIAL:  # a batch would wake a thread pool for a few texts
-            encoded = [self._tokenizer.encode(text, add_special_tokens=False) for text in texts]
-        else:
-            encoded = self._tokenizer.encode_batch(list(texts), add_special_tokens=False)
         last = self._weights.shape[0] - 1
-        for row, encoding in enumerate(encoded):
-            if encoding.ids:
-                ids = np.clip(np.asarray(encoding.ids, dtype=np.int64), 0, last)
+        for row, text in enumerate(texts):
+            encoded = self._tokenizer.encode(text)
+            if encoded:
+                ids = np.clip(np.asarray(encoded, dtype=np.int64), 0, last)
                 rows[row] = self._weights[ids].mean(axis=0, dtype=np.float32)
         return rows
 
@@ -55,15 +51,10 @@ class BuiltinModel:
 @functools.cache  # once per process: every tenant and every test shares the read-only model
 def load_builtin_model() -> BuiltinModel:
     package = _package_folder()
-    tokenizer = Tokenizer.from_file(str(package / TOKENIZER))
-    tokenizer.no_padding()
-    tokenizer.no_truncation()
-    # Its BPE remembers each word it split, up to 10,000; this tokenizer has no pre-tokenizer,
-    # so a "word" is a whole text: about 4 KB kept for each text embedded, and found again
-    # only for the same text (which `BuiltinEmbedder` remembers itself).
-    tokenizer.model._resize_cache(0)
-    model = BuiltinModel(tokenizer, _mapped_weights(package / WEIGHTS))
-    give_back_free_memory()  # parsing the tokenizer's JSON left megabytes freed
+    model = BuiltinModel(
+        BpeTokenizer.from_file(package / TOKENIZER), _mapped_weights(package / WEIGHTS)
+    )
+    give_back_free_memory()  # reading the tokenizer's file left megabytes freed
     return model
 
 

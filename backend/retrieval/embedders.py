@@ -167,6 +167,12 @@ class EmbedderPool:
             )
         return self._embedders[key]
 
+    async def load(self) -> None:
+        """Read what the embedders named so far need from disk (the built-in model), so that
+        no turn waits for it: `tally serve` does this at start."""
+        if "builtin" in self._embedders:
+            await asyncio.to_thread(load_builtin_model)
+
     async def aclose(self) -> None:
         for embedder in self._embedders.values():
             await embedder.aclose()

@@ -16,7 +16,7 @@ import pytest
 import wordllama
 
 from backend.retrieval.builtin_model import load_builtin_model
-from backend.retrieval.embedders import BuiltinEmbedder, Vectors
+from backend.retrieval.embedders import BuiltinEmbedder, EmbedderPool, Vectors
 from tests.conftest import ROOT
 
 PROBE = """
@@ -117,8 +117,8 @@ def anonymous_mb() -> float:
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc/self/status")
 def test_embedding_many_texts_keeps_nothing_of_each() -> None:
-    """The tokenizer's own cache kept every whole text it split (it has no pre-tokenizer):
-    about 4 KB a text, for up to 10,000 texts, in every process."""
+    """What the tokenizer remembers stays small however many texts go through it (the
+    `tokenizers` library's cache kept every whole text, about 4 KB each, up to 10,000)."""
     model = load_builtin_model()
     model.pooled(["warm up"])
     before = anonymous_mb()
@@ -131,3 +131,16 @@ def test_embedding_many_texts_keeps_nothing_of_each() -> None:
         )
 
     assert anonymous_mb() - before < 3
+
+
+async def test_the_pool_loads_the_builtin_model_once_it_is_named() -> None:
+    """`tally serve` loads it at start, so that no user's first turn waits for it."""
+    load_builtin_model.cache_clear()
+    pool = EmbedderPool()
+    await pool.load()
+    assert load_builtin_model.cache_info().currsize == 0  # nothing named it yet
+
+    pool.get("builtin", {})
+    await pool.load()
+
+    assert load_builtin_model.cache_info().currsize == 1
