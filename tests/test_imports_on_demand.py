@@ -6,6 +6,7 @@ of these it loaded."""
 from __future__ import annotations
 
 import json
+import sqlite3
 import subprocess
 import sys
 from pathlib import Path
@@ -76,13 +77,17 @@ def test_a_bare_deployment_loads_no_optional_sdk(tmp_path: Path) -> None:
     assert loaded_sdks(tmp_path) == set()
 
 
-def test_a_start_on_a_database_at_the_newest_revision_does_not_load_alembic(
-    tmp_path: Path,
-) -> None:
-    first = loaded_sdks(tmp_path, asked={"alembic"})  # creates the schema
-    again = loaded_sdks(tmp_path, asked={"alembic"})
+def test_no_start_loads_alembic_unless_the_database_is_behind(tmp_path: Path) -> None:
+    first = loaded_sdks(tmp_path, asked={"alembic"})  # an empty database: created directly
+    again = loaded_sdks(tmp_path, asked={"alembic"})  # at the newest revision
+    database = sqlite3.connect(tmp_path / "tally.db")
+    with database:  # one revision behind, as after an upgrade of Tally
+        database.execute("DROP TABLE memory_vectors")
+        database.execute("UPDATE alembic_version SET version_num = '0010'")
+    database.close()
+    behind = loaded_sdks(tmp_path, asked={"alembic"})
 
-    assert (first, again) == ({"alembic"}, set())
+    assert (first, again, behind) == (set(), set(), {"alembic"})
 
 
 def test_a_configured_mcp_server_loads_its_sdk(tmp_path: Path, refused_port: int) -> None:

@@ -327,7 +327,7 @@ memory_vectors = Table(
     metadata,
     Column("id", Id, primary_key=True, autoincrement=True),
     Column("tenant_id", String(64), nullable=False),
-    Column("scope_key", String(200), nullable=False, default=""),
+    Column("scope_key", String(200), nullable=False, default="", server_default=""),
     Column("model", String(120), nullable=False),
     Column("item", String(80), nullable=False),
     Column("message_id", Id, ForeignKey("messages.id", ondelete="CASCADE")),
