@@ -55,6 +55,10 @@ FRONTEND = frontend_dir()
 # The HTTP parser's bound on a header block still arriving; the request line and line ends
 # come on top of the headers that RequestHeadCheck counts.
 REQUEST_LINE_ALLOWANCE = 16 * 1024
+# An idle connection is kept longer than the clients and proxies in front keep theirs to reuse
+# (httpx 5 s, uvicorn's own default; nginx upstreams 60 s): with equal times, a request sent on
+# a connection in the instant the server closes it failed with a read error.
+KEEP_ALIVE_S = 75
 # `tally serve --workers` tells its workers the address it was given (host, port, is_public).
 LISTEN_ENV = "TALLY_LISTEN"
 
@@ -99,6 +103,7 @@ def uvicorn_options(settings: Settings) -> dict[str, Any]:
     return {
         "http": "h11",
         "h11_max_incomplete_event_size": settings.server.max_header_bytes + REQUEST_LINE_ALLOWANCE,
+        "timeout_keep_alive": KEEP_ALIVE_S,
     }
 
 

@@ -72,6 +72,7 @@ class TurnRunner:
                 )
             ),
         )
+        handle.hold_final()  # until the turn is no longer running (the end of `_run`)
         self.running.add(handle)
         task = asyncio.create_task(self._run(handle), name=f"turn {handle.turn_id}")
         self._tasks.add(task)
@@ -121,7 +122,10 @@ class TurnRunner:
                 handle.emit(TurnFailed(fault.code, fault.message, fault.status, fault.retry_after))
         finally:
             self.running.remove(handle)
-            await self._coordinator.turn_ended(*key)
+            try:
+                await self._coordinator.turn_ended(*key)
+            finally:
+                handle.release()
 
     async def _run_locked(self, handle: TurnHandle) -> None:
         request = handle.request

@@ -49,6 +49,8 @@ class TurnHandle:
         self._llm_task: asyncio.Task[None] | None = None
         self.is_cancel_requested = False
         self._is_finished = False
+        self._is_holding_final = False
+        self._held_final: TurnEvent | None = None
         self.approvals = approvals or Approvals()  # its calls waiting for a person's decision
 
     def log_fields(self) -> dict[str, str]:
@@ -68,7 +70,22 @@ class TurnHandle:
             log_turn_end(self.log_fields(), event, seconds=seconds)
         elif isinstance(event, RetryScheduled):
             log_retry(self.log_fields(), event)
+        if self._is_holding_final and isinstance(event, TurnCompleted | TurnFailed):
+            self._held_final = event
+            return
         self._queue.put_nowait(event)
+
+    def hold_final(self) -> None:
+        """Keep the final event from the caller until `release`: the runner releases it once
+        the turn no longer counts as running anywhere, so that a cancel sent after it was
+        read finds nothing to cancel."""
+        self._is_holding_final = True
+
+    def release(self) -> None:
+        self._is_holding_final = False
+        if self._held_final is not None:
+            self._queue.put_nowait(self._held_final)
+            self._held_final = None
 
     def cancel(self) -> None:
         self.is_cancel_requested = True

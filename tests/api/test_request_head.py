@@ -14,9 +14,10 @@ from typing import Any
 import httpx
 import pytest
 
-from backend.app import create_app, host_policy, listening_settings
+from backend.app import KEEP_ALIVE_S, create_app, host_policy, listening_settings, uvicorn_options
 from backend.domain.hosts import host_name
 from backend.providers.scripted import ScriptedProvider
+from backend.settings import Settings
 from tests.api.test_auth import ADMIN_KEY, bearer, make_tenant
 from tests.conftest import make_settings, serve
 
@@ -303,3 +304,9 @@ async def test_public_docs_turns_the_docs_on_with_keys(
             for path in ("/docs", "/redoc", "/openapi.json")
         }
     assert answers == {"/docs": 200, "/redoc": 200, "/openapi.json": 200}
+
+
+def test_an_idle_connection_outlives_what_clients_and_proxies_in_front_wait() -> None:
+    """httpx reuses a connection idle up to 5 s, nginx an upstream one up to 60 s: the server
+    must not be closing it as they send on it (a read error for the request)."""
+    assert uvicorn_options(Settings())["timeout_keep_alive"] == KEEP_ALIVE_S > 60
