@@ -56,7 +56,7 @@ FRONTEND = frontend_dir()
 # come on top of the headers that RequestHeadCheck counts.
 REQUEST_LINE_ALLOWANCE = 16 * 1024
 # An idle connection is kept longer than the clients and proxies in front keep theirs to reuse
-# (httpx 5 s, uvicorn's own default; nginx upstreams 60 s): with equal times, a request sent on
+# (httpx 5 s, also uvicorn's own default; nginx upstreams 60 s): with equal times, a request sent on
 # a connection in the instant the server closes it failed with a read error.
 KEEP_ALIVE_S = 75
 # `tally serve --workers` tells its workers the address it was given (host, port, is_public).
