@@ -33,6 +33,7 @@ SPACE = "▁"  # U+2581: how the vocabulary writes a space
 ID_BITS = 16  # ids and ranks under 65,536 (the vocabulary has 32,000 tokens, 61,249 merges)
 ID_MASK = (1 << ID_BITS) - 1
 PAIR_SHIFT = 2 * ID_BITS
+MERGE_MASK = (1 << PAIR_SHIFT) - 1  # a merge's (rank, new id), below its pair
 CHUNKS_KEPT = 10_000  # chunks remembered with their ids (at most ~2 MB): the words repeated
 _CHUNK = re.compile(f"{SPACE}*[^{SPACE}]+|{SPACE}+")
 SMALL_VALUE = 4096  # bytes enough for any section but the vocabulary and the merges
@@ -122,7 +123,7 @@ class BpeTokenizer:
         pair = (left << ID_BITS | right) << PAIR_SHIFT
         at = bisect_left(self._merges, pair)
         if at < len(self._merges) and self._merges[at] >> PAIR_SHIFT == pair >> PAIR_SHIFT:
-            return self._merges[at] & ((1 << PAIR_SHIFT) - 1)
+            return self._merges[at] & MERGE_MASK
         return None
 
     def _merged(self, symbols: list[int]) -> list[int]:

@@ -2,31 +2,18 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
-
 import pytest
 
 from backend.chat.leftovers import holds_something_to_keep, is_short_leftover
 from backend.domain.messages import Role, StoredMessage
+from tests.chat.test_summarizer import message
 
 
 def turns(*pairs: tuple[str, str]) -> list[StoredMessage]:
     said: list[tuple[Role, str]] = []
     for user, assistant in pairs:
         said += [("user", user), ("assistant", assistant)]
-    at = datetime(2026, 5, 1, tzinfo=UTC)
-    return [
-        StoredMessage(
-            id=n,
-            session_id="s",
-            role=role,
-            content=text,
-            turn_id=f"t{(n + 1) // 2}",
-            status="complete",
-            created_at=at,
-        )
-        for n, (role, text) in enumerate(said, 1)
-    ]
+    return [message(n, role, text) for n, (role, text) in enumerate(said, 1)]
 
 
 @pytest.mark.parametrize(

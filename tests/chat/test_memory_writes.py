@@ -4,19 +4,35 @@ quiet, or was left with /new, reaches memory."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+from fastapi import FastAPI
 from sqlalchemy import select
 
 from backend.app import create_app
+from backend.domain.clock import utc_now
 from backend.memory.entries import parse_document
 from backend.providers.scripted import ScriptedProvider
+from backend.settings import Settings
 from backend.storage.tables import overflow_jobs, sessions
 from tests.chat.test_overflow import overflow_settings, send
 from tests.conftest import ManualClock, serve
 from tests.fakes.summarizer import EchoSummarizer
+
+
+def echo_app(
+    settings: Settings, summarizer: EchoSummarizer, clock: Callable[[], datetime] = utc_now
+) -> FastAPI:
+    """Tally answering "ok", its summarizer writing each new user message as a fact."""
+    return create_app(
+        settings,
+        provider=ScriptedProvider(replies=["ok"]),
+        summarizer_provider=summarizer,
+        clock=clock,
+    )
 
 
 async def journal(app: Any) -> list[Any]:
@@ -42,9 +58,7 @@ async def test_an_eviction_of_what_memory_holds_calls_no_model(
     settings = overflow_settings(
         database_url, tmp_path, auto_summarize={"min_messages": 8, "min_chars": 100_000}
     )
-    app = create_app(
-        settings, provider=ScriptedProvider(replies=["ok"]), summarizer_provider=summarizer
-    )
+    app = echo_app(settings, summarizer)
     async with serve(app) as client:
         session_id = (await client.post("/api/chat/sessions", json={})).json()["id"]
         for turn in range(40):
@@ -69,12 +83,7 @@ async def test_facts_carry_the_day_their_words_were_said(database_url: str, tmp_
     settings = overflow_settings(
         database_url, tmp_path, auto_summarize={"min_messages": 4, "min_chars": 100_000}
     )
-    app = create_app(
-        settings,
-        provider=ScriptedProvider(replies=["ok"]),
-        summarizer_provider=summarizer,
-        clock=clock,
-    )
+    app = echo_app(settings, summarizer, clock)
     async with serve(app) as client:
         session_id = (await client.post("/api/chat/sessions", json={})).json()["id"]
         await send(client, session_id, "I ran a half marathon yesterday")
@@ -94,12 +103,7 @@ async def test_a_session_that_went_quiet_has_its_tail_distilled(
 ) -> None:
     clock = ManualClock()
     settings = overflow_settings(database_url, tmp_path, distill_quiet_after_s=600)
-    app = create_app(
-        settings,
-        provider=ScriptedProvider(replies=["ok"]),
-        summarizer_provider=EchoSummarizer(),
-        clock=clock,
-    )
+    app = echo_app(settings, EchoSummarizer(), clock)
     async with serve(app) as client:
         session_id = (await client.post("/api/chat/sessions", json={})).json()["id"]
         await send(client, session_id, "my flight to Lima is on 3 May")
@@ -130,12 +134,7 @@ async def tell_then_go_quiet(database_url: str, tmp_path: Path, said: list[str])
         distill_quiet_after_s=600,
         auto_summarize={"min_messages": 4, "min_chars": 100_000},
     )
-    app = create_app(
-        settings,
-        provider=ScriptedProvider(replies=["ok"]),
-        summarizer_provider=summarizer,
-        clock=clock,
-    )
+    app = echo_app(settings, summarizer, clock)
     async with serve(app) as client:
         session_id = (await client.post("/api/chat/sessions", json={})).json()["id"]
         for text in said:
