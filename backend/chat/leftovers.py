@@ -19,6 +19,7 @@ import re
 from collections.abc import Sequence
 
 from backend.chat.fidelity import extract_identifiers
+from backend.chat.window import WindowRow
 from backend.domain.messages import StoredMessage
 from backend.memory.corrections import SENTENCE
 
@@ -33,7 +34,7 @@ _NAME = re.compile(r"(?<=\s)[A-Z][\w'-]*")
 _NOT_NAMES = frozenset({"I", "I'm", "I've", "I'd", "I'll", "OK"})
 
 
-def is_short_leftover(fresh: Sequence[StoredMessage], *, watermark: int) -> bool:
+def is_short_leftover(fresh: Sequence[WindowRow], *, watermark: int) -> bool:
     """Whether `fresh` (the undistilled whole turns of a tail) is a short remainder of a
     session memory has taken in before. A session never distilled always goes to the model:
     its tail is all memory would ever learn of it."""

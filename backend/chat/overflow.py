@@ -24,9 +24,9 @@ from backend.chat.overflow_policy import OverflowPolicy, auto_write_range
 from backend.chat.overflow_steps import FactsWritten, JobSteps
 from backend.chat.summarizer import Summarizer
 from backend.chat.summary_log import log_job_retry
-from backend.chat.window import plan_eviction
+from backend.chat.window import WindowRow, plan_eviction
 from backend.domain.inbound import origin_of
-from backend.domain.messages import Session, StoredMessage, Usage
+from backend.domain.messages import MessageShape, Session, Usage
 from backend.errors import SessionNotFound, TallyError
 from backend.memory.base import MemoryStore
 from backend.memory.proposals import Confirmation
@@ -81,7 +81,7 @@ class OverflowWorker:
         self._busy: set[tuple[str, str]] = set()  # drains inside a job's steps
         self._is_closed = False
 
-    def after_turn(self, session: Session, window: Sequence[StoredMessage]) -> None:
+    def after_turn(self, session: Session, window: Sequence[WindowRow]) -> None:
         key = (session.tenant_id, session.id)
         if self._is_closed or key in self._drains:
             return  # a drain is running; it plans again when its job is done
@@ -188,8 +188,8 @@ class OverflowWorker:
     async def _plan(self, tenant_id: str, session_id: str) -> OverflowJob | None:
         """Journal the job the session's window calls for now, if any."""
         try:
-            session, window = await self._messages.session_with_window(
-                tenant_id=tenant_id, session_id=session_id, limit=None
+            session, window = await self._messages.session_with_shape(
+                tenant_id=tenant_id, session_id=session_id
             )
         except SessionNotFound:
             return None
@@ -214,25 +214,31 @@ class OverflowWorker:
             origin=tail_origin or origin_of(session.channel, session.external_key),
         )
 
-    async def _passed_over(self, session: Session, fresh: list[StoredMessage]) -> bool:
+    async def _passed_over(self, session: Session, fresh: list[MessageShape]) -> bool:
         """Move the watermark past a tail's short leftover that holds nothing for memory,
         rather than pay a call to write nothing (chat/leftovers.py); False for any other."""
-        is_small_talk = is_short_leftover(
-            fresh, watermark=session.memory_watermark_id
-        ) and not holds_something_to_keep(fresh)
-        if is_small_talk:
-            await self._jobs.pass_over(
-                tenant_id=session.tenant_id, session_id=session.id, through_id=fresh[-1].id
-            )
-            log.info(
-                "overflow: a leftover of %d messages holds nothing for memory; no call",
-                len(fresh),
-                extra={"tenant": session.tenant_id, "session": session.id},
-            )
-        return is_small_talk
+        if not is_short_leftover(fresh, watermark=session.memory_watermark_id):
+            return False
+        said = await self._messages.between(
+            tenant_id=session.tenant_id,
+            session_id=session.id,
+            first_id=fresh[0].id,
+            last_id=fresh[-1].id,
+        )
+        if holds_something_to_keep(said):
+            return False
+        await self._jobs.pass_over(
+            tenant_id=session.tenant_id, session_id=session.id, through_id=fresh[-1].id
+        )
+        log.info(
+            "overflow: a leftover of %d messages holds nothing for memory; no call",
+            len(fresh),
+            extra={"tenant": session.tenant_id, "session": session.id},
+        )
+        return True
 
     def _due_range(
-        self, session: Session, window: Sequence[StoredMessage], *, is_tail: bool
+        self, session: Session, window: Sequence[WindowRow], *, is_tail: bool
     ) -> tuple[JobKind, int, int, int] | None:
         """(kind, first id, last id, next window start): an eviction first, else the
         automatic memory write (of the tail, however short, for `is_tail`), else nothing."""

@@ -6,8 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from backend.chat.window import WindowPolicy
-from backend.domain.messages import StoredMessage
+from backend.chat.window import WindowPolicy, WindowRow, within_one_job
 from backend.memory.entries import with_origin
 from backend.storage.overflow_jobs import OverflowJob
 
@@ -29,7 +28,7 @@ class OverflowPolicy:
 
 
 def auto_write_range(
-    window: Sequence[StoredMessage],
+    window: Sequence[WindowRow],
     *,
     watermark: int,
     policy: OverflowPolicy,
@@ -37,15 +36,16 @@ def auto_write_range(
 ) -> tuple[int, int] | None:
     """The (first, last) ids the automatic memory write should distill now, if due: once
     enough has been said, or (`is_tail`, a session left or quiet) whatever whole turns are
-    left undistilled."""
+    left undistilled; at most what the summarizer reads in one call (the rest is next)."""
     fresh = [m for m in window if m.id > watermark]
     while fresh and fresh[-1].role != "assistant":  # whole turns only
         fresh.pop()
-    chars = sum(len(m.content) for m in fresh)
+    chars = sum(m.chars for m in fresh)
     is_due = len(fresh) >= policy.auto_min_messages or chars >= policy.auto_min_chars
-    if fresh and (is_due or is_tail):
-        return fresh[0].id, fresh[-1].id
-    return None
+    if not fresh or not (is_due or is_tail):
+        return None
+    end = within_one_job(fresh, len(fresh), policy.window.job_tokens)
+    return fresh[0].id, fresh[end - 1].id
 
 
 def memory_source(job: OverflowJob, *, is_raw: bool) -> str:

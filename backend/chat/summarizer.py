@@ -20,6 +20,7 @@ from dataclasses import dataclass
 
 from backend.chat.fidelity import extract_identifiers, missing_identifiers
 from backend.chat.prompts import PromptRenderer, TemplateProblem
+from backend.chat.window import CHARS_PER_TOKEN, tokens_of
 from backend.domain.events import TextDelta, UsageReported
 from backend.domain.messages import StoredMessage, Usage
 from backend.domain.requests import ChatRequest, RequestMessage
@@ -34,7 +35,6 @@ NOTHING_TO_RECORD = re.compile(r"^\W*(nothing to record|无需记录)\W*$", re.I
 REPLACES = re.compile(r"^\(\s*replaces\s+(L\d+(?:\s*,\s*L\d+)*)\s*\)\s*(.+)$", re.IGNORECASE)
 SECTION = re.compile(r"^#{1,3}\s*(memory|summary|记忆|摘要)\s*[:：]?\s*$", re.I | re.M)
 SUMMARY_MAX_CHARS = 4000
-CHARS_PER_TOKEN = 4  # for messages stored without a token count
 SYSTEM_TEMPLATE = "overflow_summary_system.md.j2"
 REPLACEABLE_FACTS = 50  # current facts the summarizer is shown, that a new fact may replace
 
@@ -274,7 +274,7 @@ def split_by_budget(
     parts: list[list[StoredMessage]] = [[]]
     used = 0
     for message in messages:
-        tokens = _tokens(message)
+        tokens = tokens_of(message)
         if parts[-1] and used + tokens > budget_tokens:
             parts.append([])
             used = 0
@@ -286,17 +286,11 @@ def split_by_budget(
 def cut_to_budget(message: StoredMessage, budget_tokens: int) -> StoredMessage:
     """The message as the summarizer reads it: cut, with a note, when it alone is too large."""
     limit = budget_tokens * CHARS_PER_TOKEN
-    if _tokens(message) <= budget_tokens or len(message.content) <= limit:
+    if tokens_of(message) <= budget_tokens or len(message.content) <= limit:
         return message
     cut = len(message.content) - limit
     content = f"{message.content[:limit]} […{cut:,} more characters not shown]"
     return dataclasses.replace(message, content=content)
-
-
-def _tokens(message: StoredMessage) -> int:
-    if message.token_count is not None:
-        return message.token_count
-    return len(message.content) // CHARS_PER_TOKEN + 1
 
 
 def summary_template(language: str) -> str:

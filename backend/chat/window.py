@@ -4,15 +4,31 @@ The window holds the messages with id >= `sessions.window_start_id`. When it hol
 `max_history_messages`, the oldest whole turns leave, down to `max_history_messages -
 overflow_batch`, so the summarizer runs once per batch rather than once per turn. Eviction is
 also driven by tokens: above `normal_ratio` of the budget the window is cut to half of that.
-An eviction is a fixed id range; it never includes the newest turn.
+An eviction is a fixed id range; it never includes the newest turn, and holds at most what the
+summarizer reads in one call (`job_tokens`): a longer overflow, such as a long history that
+arrived at once, leaves in several jobs one after another, none holding all of it.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
-from backend.domain.messages import StoredMessage
+CHARS_PER_TOKEN = 4  # for messages stored without a token count
+
+
+class WindowRow(Protocol):
+    """What planning reads of a message: a stored message, or its shape alone."""
+
+    @property
+    def id(self) -> int: ...
+    @property
+    def role(self) -> str: ...
+    @property
+    def token_count(self) -> int | None: ...
+    @property
+    def chars(self) -> int: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -31,15 +47,37 @@ class WindowPolicy:
     max_messages: int  # -1: unlimited
     batch: int
     normal_token_limit: int | None = None  # normal_ratio x budget; None: not token-driven
+    job_tokens: int | None = None  # the summarizer's input budget; None: no bound
 
 
-def plan_eviction(window: Sequence[StoredMessage], policy: WindowPolicy) -> Eviction | None:
+def tokens_of(row: WindowRow) -> int:
+    """A message's tokens: as counted when it was stored, else estimated from its length."""
+    return row.token_count if row.token_count is not None else row.chars // CHARS_PER_TOKEN + 1
+
+
+def within_one_job(rows: Sequence[WindowRow], cut: int, job_tokens: int | None) -> int:
+    """`cut` moved back to the last turn boundary whose turns fit `job_tokens` (at least the
+    first turn), so the summarizer reads them in one call and the job holds no more."""
+    if job_tokens is None:
+        return cut
+    fitted, used = 0, 0
+    for end in range(1, cut + 1):
+        used += tokens_of(rows[end - 1])
+        if end < cut and rows[end].role != "user":
+            continue  # inside a turn
+        if used > job_tokens:
+            return fitted or end
+        fitted = end
+    return fitted
+
+
+def plan_eviction(window: Sequence[WindowRow], policy: WindowPolicy) -> Eviction | None:
     """The eviction due for `window` (oldest first), or None while it fits."""
     cut, reason = _count_cut(window, policy), "messages"
     token_cut = _token_cut(window, policy)
     if token_cut > cut:
         cut, reason = token_cut, "tokens"
-    cut = _turn_boundary(window, cut)
+    cut = within_one_job(window, _turn_boundary(window, cut), policy.job_tokens)
     if cut <= 0:
         return None
     evicted = window[:cut]
@@ -52,14 +90,14 @@ def plan_eviction(window: Sequence[StoredMessage], policy: WindowPolicy) -> Evic
     )
 
 
-def _count_cut(window: Sequence[StoredMessage], policy: WindowPolicy) -> int:
+def _count_cut(window: Sequence[WindowRow], policy: WindowPolicy) -> int:
     if policy.max_messages < 0 or len(window) <= policy.max_messages:
         return 0
     keep = max(policy.max_messages - policy.batch, 0)
     return len(window) - keep
 
 
-def _token_cut(window: Sequence[StoredMessage], policy: WindowPolicy) -> int:
+def _token_cut(window: Sequence[WindowRow], policy: WindowPolicy) -> int:
     limit = policy.normal_token_limit
     tokens = [m.token_count or 0 for m in window]
     if limit is None or sum(tokens) <= limit:
@@ -71,7 +109,7 @@ def _token_cut(window: Sequence[StoredMessage], policy: WindowPolicy) -> int:
     return cut
 
 
-def _turn_boundary(window: Sequence[StoredMessage], cut: int) -> int:
+def _turn_boundary(window: Sequence[WindowRow], cut: int) -> int:
     """Move the cut forward to the next user message; never past the newest turn's start."""
     user_indexes = [i for i, m in enumerate(window) if m.role == "user"]
     if not user_indexes or cut <= 0:

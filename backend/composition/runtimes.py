@@ -303,6 +303,7 @@ class RuntimeFactory:
                 max_messages=settings.persona.max_history_messages,
                 batch=memory.overflow_batch,
                 normal_token_limit=budget.normal_limit,
+                job_tokens=memory.summarizer_input_tokens,
             ),
             auto_min_messages=memory.auto_summarize.min_messages,
             auto_min_chars=memory.auto_summarize.min_chars,

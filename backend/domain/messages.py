@@ -65,6 +65,21 @@ class StoredMessage:
     failure: TurnFailure | None = None
     idempotency_key: str | None = None
 
+    @property
+    def chars(self) -> int:
+        return len(self.content)
+
+
+@dataclass(frozen=True, slots=True)
+class MessageShape:
+    """What planning a session's window reads of a message, without its text: a window of
+    thousands of messages is planned without holding them all."""
+
+    id: int
+    role: Role
+    token_count: int | None
+    chars: int
+
 
 @dataclass(frozen=True, slots=True)
 class Session:

@@ -20,6 +20,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from backend.domain.clock import utc_now
 from backend.domain.messages import (
     ImagePart,
+    MessageShape,
     MessageStatus,
     Role,
     Session,
@@ -204,6 +205,22 @@ def _window_query(*, has_before: bool, has_limit: bool) -> Select[Any]:
     return query
 
 
+_SHAPE_QUERY = (
+    select(
+        messages.c.id,
+        messages.c.role,
+        messages.c.token_count,
+        func.coalesce(func.length(messages.c.content), 0),
+    )
+    .where(
+        messages.c.tenant_id == bindparam("b_tenant"),
+        messages.c.session_id == bindparam("b_session"),
+        messages.c.id >= bindparam("b_start"),
+    )
+    .order_by(messages.c.id)
+)
+
+
 async def turn_messages(
     conn: AsyncConnection, *, tenant_id: str, idempotency_key: str
 ) -> list[StoredMessage]:
@@ -346,6 +363,25 @@ class MessageRepository:
                 limit=limit,
             )
             return session, window
+
+    async def session_with_shape(
+        self, *, tenant_id: str, session_id: str
+    ) -> tuple[Session, list[MessageShape]]:
+        """A session and its whole window's shape, oldest first, in one read: what planning
+        its overflow reads, without the messages' text."""
+        async with self._db.read() as conn:
+            session = await SessionRepository.get_in(
+                conn, tenant_id=tenant_id, session_id=session_id
+            )
+            rows = await conn.execute(
+                _SHAPE_QUERY,
+                {
+                    "b_tenant": tenant_id,
+                    "b_session": session_id,
+                    "b_start": session.window_start_id,
+                },
+            )
+            return session, [MessageShape(*row) for row in rows]
 
     async def window(
         self, *, tenant_id: str, session_id: str, start_id: int, limit: int | None
