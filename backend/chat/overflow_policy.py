@@ -10,6 +10,11 @@ from backend.chat.window import WindowPolicy, WindowRow, within_one_job
 from backend.memory.entries import with_origin
 from backend.storage.overflow_jobs import OverflowJob
 
+# The most one job distills, in summarizer calls of `memory.summarizer_input_tokens`: far above
+# an everyday eviction (a batch of turns), so only a long history that arrived at once leaves
+# in several jobs, none holding all of it in memory.
+CALLS_PER_JOB = 8
+
 
 @dataclass(frozen=True, slots=True)
 class OverflowPolicy:
@@ -36,7 +41,7 @@ def auto_write_range(
 ) -> tuple[int, int] | None:
     """The (first, last) ids the automatic memory write should distill now, if due: once
     enough has been said, or (`is_tail`, a session left or quiet) whatever whole turns are
-    left undistilled; at most what the summarizer reads in one call (the rest is next)."""
+    left undistilled; at most one job's worth (the rest is next)."""
     fresh = [m for m in window if m.id > watermark]
     while fresh and fresh[-1].role != "assistant":  # whole turns only
         fresh.pop()

@@ -4,9 +4,9 @@ The window holds the messages with id >= `sessions.window_start_id`. When it hol
 `max_history_messages`, the oldest whole turns leave, down to `max_history_messages -
 overflow_batch`, so the summarizer runs once per batch rather than once per turn. Eviction is
 also driven by tokens: above `normal_ratio` of the budget the window is cut to half of that.
-An eviction is a fixed id range; it never includes the newest turn, and holds at most what the
-summarizer reads in one call (`job_tokens`): a longer overflow, such as a long history that
-arrived at once, leaves in several jobs one after another, none holding all of it.
+An eviction is a fixed id range; it never includes the newest turn, and holds at most
+`job_tokens` (a bound far above an everyday batch): a long history that arrived at once leaves
+in several jobs one after another, none holding all of it.
 """
 
 from __future__ import annotations
@@ -47,7 +47,7 @@ class WindowPolicy:
     max_messages: int  # -1: unlimited
     batch: int
     normal_token_limit: int | None = None  # normal_ratio x budget; None: not token-driven
-    job_tokens: int | None = None  # the summarizer's input budget; None: no bound
+    job_tokens: int | None = None  # the most one eviction holds; None: no bound
 
 
 def tokens_of(row: WindowRow) -> int:
@@ -57,7 +57,7 @@ def tokens_of(row: WindowRow) -> int:
 
 def within_one_job(rows: Sequence[WindowRow], cut: int, job_tokens: int | None) -> int:
     """`cut` moved back to the last turn boundary whose turns fit `job_tokens` (at least the
-    first turn), so the summarizer reads them in one call and the job holds no more."""
+    first turn): what one summarizer job holds."""
     if job_tokens is None:
         return cut
     fitted, used = 0, 0

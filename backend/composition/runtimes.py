@@ -18,7 +18,7 @@ from backend.chat.failpoints import Failpoints
 from backend.chat.memory_context import MemoryContext, Retrieval
 from backend.chat.memory_health import MemoryHealth
 from backend.chat.overflow import OverflowWorker
-from backend.chat.overflow_policy import OverflowPolicy
+from backend.chat.overflow_policy import CALLS_PER_JOB, OverflowPolicy
 from backend.chat.prompts import PromptRenderer
 from backend.chat.request_builder import RequestBuilder, RequestSettings
 from backend.chat.runtime import TenantRuntime
@@ -303,7 +303,7 @@ class RuntimeFactory:
                 max_messages=settings.persona.max_history_messages,
                 batch=memory.overflow_batch,
                 normal_token_limit=budget.normal_limit,
-                job_tokens=memory.summarizer_input_tokens,
+                job_tokens=memory.summarizer_input_tokens * CALLS_PER_JOB,
             ),
             auto_min_messages=memory.auto_summarize.min_messages,
             auto_min_chars=memory.auto_summarize.min_chars,

@@ -4,6 +4,7 @@ exactly once, and a fact from the first turn is still in the prompt three hundre
 from __future__ import annotations
 
 import asyncio
+import itertools
 import time
 from collections.abc import AsyncIterator, Callable
 from datetime import UTC, datetime
@@ -16,6 +17,7 @@ from sqlalchemy import select
 
 from backend.app import create_app
 from backend.domain.events import ProviderEvent
+from backend.domain.messages import UserInput
 from backend.domain.requests import ChatRequest
 from backend.errors import ProviderTimeout, ProviderUnavailable
 from backend.memory.entries import parse_document, render_lines, standard_header
@@ -96,6 +98,45 @@ async def test_three_hundred_turns_roll_the_window_and_keep_every_fact(
     calls_per_100 = summarizer.calls / 3
     print(f"\nsummarizer calls per 100 turns: {calls_per_100:.1f} (a per-turn summarizer: 100)")
     assert 15 <= calls_per_100 <= 25
+
+
+async def test_a_long_history_arrived_at_once_leaves_in_bounded_jobs(
+    database_url: str, tmp_path: Path
+) -> None:
+    """120 turns stored at once (an import) overflow a window of 20 by 11,600 tokens: they
+    leave in jobs one after another, none holding more than eight summarizer calls read
+    (8 x 500 tokens), and every evicted message is distilled once."""
+    summarizer = EchoSummarizer()
+    app = create_app(
+        overflow_settings(database_url, tmp_path, summarizer_input_tokens=500),
+        provider=ScriptedProvider(replies=["noted"]),
+        summarizer_provider=summarizer,
+    )
+    async with serve(app) as client:
+        session_id = (await client.post("/api/chat/sessions", json={})).json()["id"]
+        stored = app.state.services.messages
+        for turn in range(120):
+            said = UserInput(f"turn {turn}: " + "a long story " * 30)
+            where = {"tenant_id": "default", "session_id": session_id, "turn_id": f"t{turn}"}
+            await stored.add_user(**where, user_input=said, token_count=98)
+            await stored.add_reply(**where, content="noted", status="complete", token_count=2)
+        await send(client, session_id, "and one more")
+        await app.state.services.runtimes.wait_idle()
+        jobs = await journal(app)
+        async with app.state.services.database.read() as conn:
+            tokens = dict((await conn.execute(select(messages.c.id, messages.c.token_count))).all())
+            session = (await conn.execute(select(sessions))).one()
+    memory_text = (tmp_path / "MEMORY.md").read_text(encoding="utf-8")
+
+    assert len(jobs) == 3 and [job.status for job in jobs] == ["done"] * 3
+    for job, following in itertools.pairwise(jobs):
+        assert following.first_message_id == job.next_start_id == job.last_message_id + 1
+    for job in jobs:
+        assert sum(tokens[i] for i in range(job.first_message_id, job.last_message_id + 1)) <= 4000
+    evicted = list(range(jobs[0].first_message_id, session.window_start_id))
+    assert jobs[-1].next_start_id == session.window_start_id and len(evicted) == 232
+    assert sorted(covered_ids(memory_text, session_id)) == evicted
+    assert summarizer.calls == 24  # 5 turns a call, as if one job had held them all
 
 
 async def run_until_overflow(client: httpx.AsyncClient, session_id: str, turns: int = 11) -> None:

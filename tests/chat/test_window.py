@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import dataclasses
 from datetime import UTC, datetime
 
-from backend.chat.window import WindowPolicy, plan_eviction
+from backend.chat.window import WindowPolicy, plan_eviction, tokens_of
 from backend.domain.messages import Role, StoredMessage
 
 
@@ -64,3 +65,34 @@ def test_token_pressure_evicts_early() -> None:
     kept = window[eviction.message_count :]
     assert sum(m.token_count or 0 for m in kept) <= 350
     assert kept[0].role == "user"
+
+
+def test_a_long_overflow_leaves_in_bounded_evictions() -> None:
+    """A history that arrived at once leaves in whole turns of at most `job_tokens`; the
+    window still overflows, and the next plan takes the next turns."""
+    window = turns(100, tokens=30)  # 200 messages, 6,000 tokens
+    policy = WindowPolicy(max_messages=20, batch=10, job_tokens=200)
+    eviction = plan_eviction(window, policy)
+    assert eviction is not None
+    assert eviction.first_message_id == 1 and eviction.message_count == 6  # 3 turns: 180
+    assert window[eviction.message_count].role == "user"
+    after = window[eviction.message_count :]
+    following = plan_eviction(after, policy)
+    assert following is not None and following.first_message_id == eviction.next_start_id
+    unbounded = plan_eviction(window, WindowPolicy(max_messages=20, batch=10))
+    assert unbounded is not None and unbounded.message_count == 190
+
+
+def test_a_turn_larger_than_the_bound_still_leaves() -> None:
+    window = turns(30, tokens=500)
+    eviction = plan_eviction(window, WindowPolicy(max_messages=20, batch=10, job_tokens=800))
+    assert eviction is not None and eviction.message_count == 2  # its one turn: 1,000 tokens
+
+
+def test_a_message_without_a_token_count_weighs_its_length() -> None:
+    window = turns(30, tokens=10)
+    long_reply = dataclasses.replace(window[1], content="x" * 4_000, token_count=None)
+    window[1] = long_reply  # about 1,000 tokens: the first turn alone exceeds the bound
+    eviction = plan_eviction(window, WindowPolicy(max_messages=20, batch=10, job_tokens=500))
+    assert eviction is not None and eviction.message_count == 2
+    assert tokens_of(long_reply) == 1_001

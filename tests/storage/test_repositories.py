@@ -102,6 +102,44 @@ async def test_window_reads_the_newest_messages_oldest_first(database: Database)
     assert other == []
 
 
+async def test_a_windows_shape_is_its_messages_without_their_text(database: Database) -> None:
+    """What the overflow planner reads: ids, roles, token counts and lengths in characters
+    (not bytes), of the window only, oldest first."""
+    sessions = SessionRepository(database)
+    session = await sessions.create(tenant_id="default", channel="api")
+    messages = MessageRepository(database)
+    said = ["evicted", "我叫小明 🙂", "naïve"]
+    for i, words in enumerate(said):
+        await messages.add_user(
+            tenant_id="default",
+            session_id=session.id,
+            turn_id=f"t{i}",
+            user_input=UserInput(words),
+            token_count=i or None,
+        )
+        await messages.add_reply(
+            tenant_id="default",
+            session_id=session.id,
+            turn_id=f"t{i}",
+            content="",
+            status="complete",
+        )
+    stored = await messages.window(
+        tenant_id="default", session_id=session.id, start_id=0, limit=None
+    )
+    await sessions.update(tenant_id="default", session_id=session.id, window_start_id=stored[2].id)
+
+    read, shape = await messages.session_with_shape(tenant_id="default", session_id=session.id)
+
+    assert read.window_start_id == stored[2].id
+    assert [(row.id, row.role, row.token_count, row.chars) for row in shape] == [
+        (m.id, m.role, m.token_count, len(m.content)) for m in stored[2:]
+    ]
+    assert [row.chars for row in shape if row.role == "user"] == [6, 5]  # UTF-8: 17 and 6 bytes
+    with pytest.raises(SessionNotFound):
+        await messages.session_with_shape(tenant_id="other", session_id=session.id)
+
+
 async def test_first_message_titles_an_untitled_session(database: Database) -> None:
     sessions = SessionRepository(database)
     session = await sessions.create(tenant_id="default", channel="api")
