@@ -49,7 +49,7 @@ def auto_write_range(
     is_due = len(fresh) >= policy.auto_min_messages or chars >= policy.auto_min_chars
     if not fresh or not (is_due or is_tail):
         return None
-    end = within_one_job(fresh, len(fresh), policy.window.job_tokens)
+    end = within_one_job(fresh, len(fresh), policy.window.job)
     return fresh[0].id, fresh[end - 1].id
 
 

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 from backend.chat.fidelity import extract_identifiers, missing_identifiers
 from backend.chat.prompts import PromptRenderer, TemplateProblem
-from backend.chat.window import CHARS_PER_TOKEN, tokens_of
+from backend.chat.window import CHARS_PER_TOKEN, part_numbers, tokens_of
 from backend.domain.events import TextDelta, UsageReported
 from backend.domain.messages import StoredMessage, Usage
 from backend.domain.requests import ChatRequest, RequestMessage
@@ -271,16 +271,12 @@ def split_by_budget(
     messages: Sequence[StoredMessage], budget_tokens: int
 ) -> list[list[StoredMessage]]:
     """Consecutive parts of whole messages, each within the budget (a larger message alone)."""
-    parts: list[list[StoredMessage]] = [[]]
-    used = 0
-    for message in messages:
-        tokens = tokens_of(message)
-        if parts[-1] and used + tokens > budget_tokens:
+    parts: list[list[StoredMessage]] = []
+    for message, number in zip(messages, part_numbers(messages, budget_tokens), strict=True):
+        if number == len(parts):
             parts.append([])
-            used = 0
         parts[-1].append(message)
-        used += tokens
-    return [part for part in parts if part]
+    return parts
 
 
 def cut_to_budget(message: StoredMessage, budget_tokens: int) -> StoredMessage:

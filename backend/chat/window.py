@@ -4,9 +4,9 @@ The window holds the messages with id >= `sessions.window_start_id`. When it hol
 `max_history_messages`, the oldest whole turns leave, down to `max_history_messages -
 overflow_batch`, so the summarizer runs once per batch rather than once per turn. Eviction is
 also driven by tokens: above `normal_ratio` of the budget the window is cut to half of that.
-An eviction is a fixed id range; it never includes the newest turn, and holds at most
-`job_tokens` (a bound far above an everyday batch): a long history that arrived at once leaves
-in several jobs one after another, none holding all of it.
+An eviction is a fixed id range; it never includes the newest turn, and holds at most what a
+summarizer job reads in a few calls (`JobBound`, far above an everyday batch): a long history
+that arrived at once leaves in several jobs one after another, none holding all of it.
 """
 
 from __future__ import annotations
@@ -43,11 +43,20 @@ class Eviction:
 
 
 @dataclass(frozen=True, slots=True)
+class JobBound:
+    """The most one summarizer job holds: whole turns it reads in `parts` calls, each of at
+    most `part_tokens` (the summarizer's input budget)."""
+
+    part_tokens: int
+    parts: int
+
+
+@dataclass(frozen=True, slots=True)
 class WindowPolicy:
     max_messages: int  # -1: unlimited
     batch: int
     normal_token_limit: int | None = None  # normal_ratio x budget; None: not token-driven
-    job_tokens: int | None = None  # the most one eviction holds; None: no bound
+    job: JobBound | None = None  # None: an eviction of any size is one job
 
 
 def tokens_of(row: WindowRow) -> int:
@@ -55,19 +64,32 @@ def tokens_of(row: WindowRow) -> int:
     return row.token_count if row.token_count is not None else row.chars // CHARS_PER_TOKEN + 1
 
 
-def within_one_job(rows: Sequence[WindowRow], cut: int, job_tokens: int | None) -> int:
-    """`cut` moved back to the last turn boundary whose turns fit `job_tokens` (at least the
-    first turn): what one summarizer job holds."""
-    if job_tokens is None:
+def part_numbers(rows: Sequence[WindowRow], part_tokens: int) -> list[int]:
+    """The part of a summary each row falls in: consecutive parts, each within `part_tokens`
+    (a larger message alone)."""
+    numbers, part, used, is_empty = [], 0, 0, True
+    for row in rows:
+        tokens = tokens_of(row)
+        if not is_empty and used + tokens > part_tokens:
+            part, used = part + 1, 0
+        numbers.append(part)
+        used, is_empty = used + tokens, False
+    return numbers
+
+
+def within_one_job(rows: Sequence[WindowRow], cut: int, job: JobBound | None) -> int:
+    """`cut` moved back to the last turn boundary within `job`'s parts (at least the first
+    turn): what one summarizer job holds, read in as many calls as one job holding more would
+    spend on them."""
+    if job is None:
         return cut
-    fitted, used = 0, 0
+    numbers = part_numbers(rows[:cut], job.part_tokens)
+    fitted = 0
     for end in range(1, cut + 1):
-        used += tokens_of(rows[end - 1])
-        if end < cut and rows[end].role != "user":
-            continue  # inside a turn
-        if used > job_tokens:
-            return fitted or end
-        fitted = end
+        if numbers[end - 1] >= job.parts and fitted:
+            return fitted
+        if end == cut or rows[end].role == "user":
+            fitted = end  # a turn boundary
     return fitted
 
 
@@ -77,7 +99,7 @@ def plan_eviction(window: Sequence[WindowRow], policy: WindowPolicy) -> Eviction
     token_cut = _token_cut(window, policy)
     if token_cut > cut:
         cut, reason = token_cut, "tokens"
-    cut = within_one_job(window, _turn_boundary(window, cut), policy.job_tokens)
+    cut = within_one_job(window, _turn_boundary(window, cut), policy.job)
     if cut <= 0:
         return None
     evicted = window[:cut]

@@ -24,7 +24,7 @@ from backend.chat.request_builder import RequestBuilder, RequestSettings
 from backend.chat.runtime import TenantRuntime
 from backend.chat.summarizer import Summarizer, SummaryModel
 from backend.chat.tokens import TokenCounter
-from backend.chat.window import WindowPolicy
+from backend.chat.window import JobBound, WindowPolicy
 from backend.composition.model_choice import DEMO_MODEL, ModelChoice, choose_model, demo_settings
 from backend.domain.clock import utc_now
 from backend.errors import ConfigError
@@ -303,7 +303,7 @@ class RuntimeFactory:
                 max_messages=settings.persona.max_history_messages,
                 batch=memory.overflow_batch,
                 normal_token_limit=budget.normal_limit,
-                job_tokens=memory.summarizer_input_tokens * CALLS_PER_JOB,
+                job=JobBound(memory.summarizer_input_tokens, CALLS_PER_JOB),
             ),
             auto_min_messages=memory.auto_summarize.min_messages,
             auto_min_chars=memory.auto_summarize.min_chars,

@@ -4,12 +4,12 @@ session's tail), at most what the summarizer reads in one call."""
 from __future__ import annotations
 
 from backend.chat.overflow_policy import OverflowPolicy, auto_write_range
-from backend.chat.window import WindowPolicy
+from backend.chat.window import JobBound, WindowPolicy
 from tests.chat.test_window import turns
 
 
-def policy(*, job_tokens: int | None = None) -> OverflowPolicy:
-    window = WindowPolicy(max_messages=-1, batch=10, job_tokens=job_tokens)
+def policy(*, job: JobBound | None = None) -> OverflowPolicy:
+    window = WindowPolicy(max_messages=-1, batch=10, job=job)
     return OverflowPolicy(window=window, auto_min_messages=30, auto_min_chars=15_000)
 
 
@@ -27,5 +27,6 @@ def test_a_turn_still_unanswered_waits() -> None:
 
 def test_a_long_undistilled_stretch_is_written_one_calls_worth_at_a_time() -> None:
     window = turns(100, tokens=30)  # 200 messages, 60 tokens a turn
-    assert auto_write_range(window, watermark=0, policy=policy(job_tokens=200)) == (1, 6)
-    assert auto_write_range(window, watermark=6, policy=policy(job_tokens=200)) == (7, 12)
+    job = JobBound(part_tokens=100, parts=2)  # 3 messages a part: 3 turns a job
+    assert auto_write_range(window, watermark=0, policy=policy(job=job)) == (1, 6)
+    assert auto_write_range(window, watermark=6, policy=policy(job=job)) == (7, 12)

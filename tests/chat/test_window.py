@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import dataclasses
+import random
 from datetime import UTC, datetime
 
-from backend.chat.window import WindowPolicy, plan_eviction, tokens_of
+from backend.chat.summarizer import split_by_budget
+from backend.chat.window import JobBound, WindowPolicy, plan_eviction, tokens_of
 from backend.domain.messages import Role, StoredMessage
 
 
@@ -68,13 +70,13 @@ def test_token_pressure_evicts_early() -> None:
 
 
 def test_a_long_overflow_leaves_in_bounded_evictions() -> None:
-    """A history that arrived at once leaves in whole turns of at most `job_tokens`; the
+    """A history that arrived at once leaves in whole turns a job reads in `parts` calls; the
     window still overflows, and the next plan takes the next turns."""
     window = turns(100, tokens=30)  # 200 messages, 6,000 tokens
-    policy = WindowPolicy(max_messages=20, batch=10, job_tokens=200)
+    policy = WindowPolicy(max_messages=20, batch=10, job=JobBound(part_tokens=100, parts=2))
     eviction = plan_eviction(window, policy)
     assert eviction is not None
-    assert eviction.first_message_id == 1 and eviction.message_count == 6  # 3 turns: 180
+    assert eviction.first_message_id == 1 and eviction.message_count == 6  # 2 parts of 90
     assert window[eviction.message_count].role == "user"
     after = window[eviction.message_count :]
     following = plan_eviction(after, policy)
@@ -83,16 +85,53 @@ def test_a_long_overflow_leaves_in_bounded_evictions() -> None:
     assert unbounded is not None and unbounded.message_count == 190
 
 
+def evictions(window: list[StoredMessage], policy: WindowPolicy) -> list[list[StoredMessage]]:
+    """What leaves, job by job, until the window fits."""
+    left = []
+    while (eviction := plan_eviction(window, policy)) is not None:
+        left.append(window[: eviction.message_count])
+        window = window[eviction.message_count :]
+    return left
+
+
+def test_jobs_one_after_another_spend_the_calls_one_job_would() -> None:
+    window = turns(100, tokens=30)  # parts of two turns (120 tokens): whole turns
+    job = JobBound(part_tokens=120, parts=8)
+    jobs = evictions(window, WindowPolicy(max_messages=20, batch=10, job=job))
+    calls = [len(split_by_budget(evicted, job.part_tokens)) for evicted in jobs]
+    everything = [m for evicted in jobs for m in evicted]
+    assert [len(evicted) for evicted in jobs] == [32] * 5 + [30]
+    assert max(calls) == 8 and everything == window[:190]
+    assert sum(calls) == len(split_by_budget(everything, job.part_tokens)) == 48
+
+
+def test_jobs_of_uneven_messages_cost_at_most_a_call_a_job_more() -> None:
+    sizes = random.Random(7)
+    window = [
+        dataclasses.replace(message, token_count=sizes.randint(1, 300)) for message in turns(300)
+    ]
+    job = JobBound(part_tokens=500, parts=3)
+    jobs = evictions(window, WindowPolicy(max_messages=20, batch=10, job=job))
+    calls = [len(split_by_budget(evicted, job.part_tokens)) for evicted in jobs]
+    everything = [m for evicted in jobs for m in evicted]
+    assert everything == window[: len(everything)] and len(window) - len(everything) <= 20
+    assert all(evicted[0].role == "user" for evicted in jobs)
+    assert max(calls) <= 3 and len(jobs) > 20
+    assert sum(calls) <= len(split_by_budget(everything, job.part_tokens)) + len(jobs) - 1
+
+
 def test_a_turn_larger_than_the_bound_still_leaves() -> None:
     window = turns(30, tokens=500)
-    eviction = plan_eviction(window, WindowPolicy(max_messages=20, batch=10, job_tokens=800))
-    assert eviction is not None and eviction.message_count == 2  # its one turn: 1,000 tokens
+    job = JobBound(part_tokens=400, parts=2)  # the first turn alone takes two parts
+    eviction = plan_eviction(window, WindowPolicy(max_messages=20, batch=10, job=job))
+    assert eviction is not None and eviction.message_count == 2
 
 
 def test_a_message_without_a_token_count_weighs_its_length() -> None:
     window = turns(30, tokens=10)
     long_reply = dataclasses.replace(window[1], content="x" * 4_000, token_count=None)
-    window[1] = long_reply  # about 1,000 tokens: the first turn alone exceeds the bound
-    eviction = plan_eviction(window, WindowPolicy(max_messages=20, batch=10, job_tokens=500))
+    window[1] = long_reply  # about 1,000 tokens: the first turn alone fills the job
+    job = JobBound(part_tokens=500, parts=1)
+    eviction = plan_eviction(window, WindowPolicy(max_messages=20, batch=10, job=job))
     assert eviction is not None and eviction.message_count == 2
     assert tokens_of(long_reply) == 1_001
