@@ -8,12 +8,10 @@ the same on SQLite and PostgreSQL, and a row stored before that never fails a re
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
-from typing import Any
 
-from sqlalchemy import Row, Select, bindparam, case, func, select, update
+from sqlalchemy import bindparam, case, func, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncConnection
 
@@ -31,9 +29,9 @@ from backend.domain.messages import (
 from backend.domain.text import storable_text
 from backend.errors import SessionNotFound
 from backend.storage.database import Database
+from backend.storage.message_reads import turn_messages, window_messages, window_shape
 from backend.storage.sessions import SessionRepository
 from backend.storage.tables import messages, sessions, tool_conversations
-from backend.storage.timestamps import aware
 from backend.storage.usage import UsageDay, add_usage
 
 # Built once: a turn's writes pass only their values, so SQLAlchemy neither builds nor keys a
@@ -47,34 +45,6 @@ _TOUCH_SESSION = (
         title=case((sessions.c.title == "", bindparam("b_title")), else_=sessions.c.title),
     )
 )
-
-
-def message_from_row(row: Row[Any]) -> StoredMessage:
-    return StoredMessage(
-        id=row.id,
-        session_id=row.session_id,
-        role=row.role,
-        content=storable_text(row.content),
-        turn_id=row.turn_id,
-        status=row.status,
-        created_at=aware(row.created_at),
-        images=_images_from_parts(row.parts),
-        token_count=row.token_count,
-        compacted=row.compacted,
-        thinking=storable_text(row.thinking or ""),
-        failure=TurnFailure(row.failure_code, row.failure_message or "")
-        if row.failure_code
-        else None,
-        idempotency_key=row.idempotency_key,
-    )
-
-
-def _images_from_parts(parts: list[dict[str, str]] | None) -> tuple[ImagePart, ...]:
-    return tuple(
-        ImagePart(media_type=part["media_type"], data=part["data"])
-        for part in parts or ()
-        if part.get("type") == "image"
-    )
 
 
 async def insert_message(
@@ -161,87 +131,6 @@ async def link_tool_conversations(
         .where(tool_conversations.c.tenant_id == tenant_id, tool_conversations.c.turn_id == turn_id)
         .values(message_id=message_id)
     )
-
-
-async def window_messages(
-    conn: AsyncConnection,
-    *,
-    tenant_id: str,
-    session_id: str,
-    start_id: int,
-    limit: int | None,
-    before_id: int | None = None,
-) -> list[StoredMessage]:
-    """The newest `limit` messages (all when None) with id >= start_id, oldest first.
-
-    Reads newest-first through the (tenant_id, session_id, id) index, so the cost does not
-    grow with the number of archived messages.
-    """
-    query = _window_query(has_before=before_id is not None, has_limit=limit is not None)
-    bounds = {"b_tenant": tenant_id, "b_session": session_id, "b_start": start_id}
-    if before_id is not None:
-        bounds["b_before"] = before_id
-    if limit is not None:
-        bounds["b_limit"] = limit
-    rows = (await conn.execute(query, bounds)).all()
-    return [message_from_row(row) for row in reversed(rows)]
-
-
-@functools.cache  # built once: every turn reads its window, and a built query keeps its key
-def _window_query(*, has_before: bool, has_limit: bool) -> Select[Any]:
-    query = (
-        select(messages)
-        .where(
-            messages.c.tenant_id == bindparam("b_tenant"),
-            messages.c.session_id == bindparam("b_session"),
-            messages.c.id >= bindparam("b_start"),
-        )
-        .order_by(messages.c.id.desc())
-    )
-    if has_before:
-        query = query.where(messages.c.id < bindparam("b_before"))
-    if has_limit:
-        query = query.limit(bindparam("b_limit"))
-    return query
-
-
-_SHAPE_QUERY = (
-    select(
-        messages.c.id,
-        messages.c.role,
-        messages.c.token_count,
-        func.coalesce(func.length(messages.c.content), 0),
-    )
-    .where(
-        messages.c.tenant_id == bindparam("b_tenant"),
-        messages.c.session_id == bindparam("b_session"),
-        messages.c.id >= bindparam("b_start"),
-    )
-    .order_by(messages.c.id)
-)
-
-
-async def turn_messages(
-    conn: AsyncConnection, *, tenant_id: str, idempotency_key: str
-) -> list[StoredMessage]:
-    """The user message stored under an idempotency key (unique per tenant) and the reply of
-    its turn, if any."""
-    first = (
-        await conn.execute(
-            select(messages).where(
-                messages.c.tenant_id == tenant_id,
-                messages.c.idempotency_key == idempotency_key,
-            )
-        )
-    ).first()
-    if first is None:
-        return []
-    rows = await conn.execute(
-        select(messages)
-        .where(messages.c.tenant_id == tenant_id, messages.c.turn_id == first.turn_id)
-        .order_by(messages.c.id)
-    )
-    return [message_from_row(row) for row in rows]
 
 
 class MessageRepository:
@@ -373,15 +262,10 @@ class MessageRepository:
             session = await SessionRepository.get_in(
                 conn, tenant_id=tenant_id, session_id=session_id
             )
-            rows = await conn.execute(
-                _SHAPE_QUERY,
-                {
-                    "b_tenant": tenant_id,
-                    "b_session": session_id,
-                    "b_start": session.window_start_id,
-                },
+            shape = await window_shape(
+                conn, tenant_id=tenant_id, session_id=session_id, start_id=session.window_start_id
             )
-            return session, [MessageShape(*row) for row in rows]
+            return session, shape
 
     async def window(
         self, *, tenant_id: str, session_id: str, start_id: int, limit: int | None
