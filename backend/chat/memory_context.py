@@ -49,13 +49,10 @@ class PromptMemory:
 
 @dataclass(frozen=True, slots=True)
 class Window:
-    """The messages the request carries already: a session's, from `first_id` on."""
+    """The messages the request carries already: a session's, by id."""
 
     session_id: str
-    first_id: int
-
-    def holds(self, item: Recollection) -> bool:
-        return item.session_id == self.session_id and item.key >= self.first_id and item.is_turn
+    ids: frozenset[int]
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,17 +108,11 @@ class MemoryContext:
             return PromptMemory()
         self._health.memory_readable(tenant_id, scope_key)
         standing, used = self._standing(index)
-        standing_keys = {item.key for item in standing}
+        excluded = {item.key for item in standing}  # a fact's key is negative, a message's its id
+        if window is not None:
+            excluded.update(window.ids)
         terms = search_terms(query)
-        ranked = rank(
-            index,
-            terms,
-            await query_vector,
-            limit=RANKED,
-            is_excluded=lambda item: (
-                item.key in standing_keys or (window is not None and window.holds(item))
-            ),
-        )
+        ranked = rank(index, terms, await query_vector, limit=RANKED, excluded=excluded)
         chosen = self._within(index, ranked, self._budget_tokens - used, tuple(terms))
         # A message deleted since it was indexed is left out: another session's (deleted with
         # it, from any process), or this session's archived ones when evicted ones are deleted.
@@ -186,6 +177,9 @@ class MemoryContext:
         chosen, used = [], 0
         said: dict[frozenset[str], int] = {}  # the terms of each line chosen, and how many
         for item in ranked:
+            words = item.words
+            if _is_near_copy(words, said):  # first: most candidates that are left are repeats
+                continue  # a repeat says nothing new, and its tokens are billed every turn
             if item.is_cut:
                 line = item.line(terms)
                 cost = self._counter.count(line) + 1
@@ -193,9 +187,6 @@ class MemoryContext:
                 line, cost = item.plain_line, self._cost(index, item)
             if used + cost > budget:
                 continue  # a smaller line after it may still fit
-            words = item.words
-            if _is_near_copy(words, said):
-                continue  # a repeat says nothing new, and its tokens are billed every turn
             chosen.append((item, line))
             said[words] = len(words)
             used += cost
@@ -213,9 +204,8 @@ def _is_near_copy(words: frozenset[str], said: dict[frozenset[str], int]) -> boo
         return True
     size = len(words)
     for earlier, other in said.items():
-        longer = size if size > other else other
-        if (other if size > other else size) >= NEAR_COPY * longer:
-            shared = len(words & earlier)
-            if shared and shared >= NEAR_COPY * longer:
-                return True
+        longer, shorter = (size, other) if size > other else (other, size)
+        needed = NEAR_COPY * longer  # more than 0: `words` is not empty
+        if shorter >= needed and len(words & earlier) >= needed:
+            return True
     return False

@@ -87,7 +87,7 @@ class RequestBuilder:
                 tenant_id=session.tenant_id,
                 scope_key=scope_key,
                 query=user_message.content,
-                window=Window(session.id, window[0].id),
+                window=Window(session.id, frozenset(message.id for message in window)),
             )
         now = self._clock()
         request = compile_request(

@@ -17,7 +17,7 @@ below what the query found itself.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Container, Sequence
 
 from backend.memory.terms import search_terms
 from backend.retrieval.embedders import Vectors
@@ -39,16 +39,16 @@ def rank(
     query: Vectors | None,
     *,
     limit: int,
-    is_excluded: Callable[[Recollection], bool],
+    excluded: Container[int],
 ) -> list[Recollection]:
-    """Up to `limit` items that bear on the query, best first; never an excluded, shadowed or
-    corrected one."""
+    """Up to `limit` items that bear on the query, best first; never one whose key is
+    `excluded`, nor a shadowed or corrected one."""
     wanted = limit + index.hidden + 32  # room for what is filtered out
-    by_words = index.visible(index.keywords.search(terms, wanted), is_excluded)
+    by_words = index.visible(index.keywords.search(terms, wanted), excluded)
     by_meaning = []
     if query is not None:
         found = index.vectors.search(query, wanted, floor=MEANING_FLOOR)
-        by_meaning = index.visible(found, is_excluded)
+        by_meaning = index.visible(found, excluded)
     scores: dict[int, float] = {}
     _fuse(scores, by_words, by_words[0][1] * WORDS_SHARE if by_words else 0.0)
     _fuse(scores, by_meaning, by_meaning[0][1] - MEANING_MARGIN if by_meaning else 0.0)
@@ -57,7 +57,7 @@ def rank(
     followed = _follow_up_terms(index, [index.items[key] for key in seeds], terms)
     if followed:  # words rare enough that every item holding them can take part
         found = index.keywords.search(followed, wanted, max_hits=wanted)
-        hits = index.visible([hit for hit in found if hit[0] not in seeds], is_excluded)
+        hits = index.visible([hit for hit in found if hit[0] not in seeds], excluded)
         _fuse(scores, hits, hits[0][1] * WORDS_SHARE if hits else 0.0, weight=FOLLOW_WEIGHT)
         best = _order(scores)
     return [index.items[key] for key in best[:limit]]

@@ -37,7 +37,7 @@ class Recollection:
     def is_turn(self) -> bool:
         return self.message_id is not None
 
-    @cached_property
+    @property
     def is_question(self) -> bool:
         """A user message that only asks: it holds what its asker did not know."""
         text = self.text.strip()

@@ -17,7 +17,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import math
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Container, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -75,6 +75,8 @@ class ScopeIndex:
         self._shadows: tuple[Shadow, ...] = ()
         self._shadowed: set[int] = set()  # by the facts that replaced theirs
         self._corrected: set[int] = set()  # by a later message saying it changed
+        # Bare questions: they hold what their asker did not know (the answer may count).
+        self._questions: set[int] = set()
         self._unvectored: dict[int, None] = {}  # items still without a vector, oldest first
         self._costs: dict[int, dict[str, int]] = {}  # key -> model -> tokens of its line
         self._standing: list[Recollection] = []  # the facts, oldest first
@@ -140,6 +142,8 @@ class ScopeIndex:
                 self._shadowed.add(turn.key)
             if turn.role == "user":
                 self._shadow_corrected(turn)
+                if turn.is_question:
+                    self._questions.add(turn.key)
         self.keywords.add((turn.key, turn.text) for turn in fresh)
         self._unvectored.update(dict.fromkeys(turn.key for turn in fresh))
         if turns:
@@ -167,6 +171,7 @@ class ScopeIndex:
             self._unvectored.pop(key, None)
             self._shadowed.discard(key)
             self._corrected.discard(key)
+            self._questions.discard(key)
             self._costs.pop(key, None)
 
     @property
@@ -187,20 +192,25 @@ class ScopeIndex:
         return self._standing
 
     def visible(
-        self, hits: list[tuple[int, float]], is_excluded: Callable[[Recollection], bool]
+        self, hits: list[tuple[int, float]], excluded: Container[int]
     ) -> list[tuple[int, float]]:
-        """`hits` less what is gone, shadowed, a bare question, or excluded, in order."""
-        kept = []
-        items, shadowed, corrected = self.items, self._shadowed, self._corrected
-        for key, score in hits:
-            item = items.get(key)
-            if item is None or key in shadowed or key in corrected:
-                continue
-            if item.is_question:  # it holds what its asker did not know; the answer may count
-                continue
-            if not is_excluded(item):
-                kept.append((key, score))
-        return kept
+        """`hits` less what is gone, shadowed, corrected, a bare question, or `excluded`, in
+        order. Sets only: it runs for every hit of every search."""
+        items, shadowed, corrected, questions = (
+            self.items,
+            self._shadowed,
+            self._corrected,
+            self._questions,
+        )
+        return [
+            hit
+            for hit in hits
+            if (key := hit[0]) in items
+            and key not in shadowed
+            and key not in corrected
+            and key not in questions
+            and key not in excluded
+        ]
 
     def _shadow_corrected(self, correction: Recollection) -> None:
         """Shadow the earlier user messages about what `correction` says changed."""

@@ -67,12 +67,9 @@ class VectorIndex:
         best = np.argpartition(-scores, count - 1)[:count]
         best = best[np.argsort(-scores[best])]
         best = best[scores[best] >= floor]  # a removed row's zeros score 0: below any floor
-        keys = self._keys
-        return [
-            (key, score)
-            for row, score in zip(best.tolist(), scores[best].tolist(), strict=True)
-            if (key := keys[row]) is not None
-        ]
+        keys = map(self._keys.__getitem__, best.tolist())
+        hits = zip(keys, scores[best].tolist(), strict=True)
+        return [(key, score) for key, score in hits if key is not None]
 
     def _write(self, rows: Vectors) -> None:
         """Put `rows` after the rows used, in the blocks (adding or growing them)."""

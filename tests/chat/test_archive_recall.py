@@ -82,3 +82,37 @@ async def test_with_delete_evicted_archived_turns_are_gone_from_later_prompts(
     assert "The gate code is 4417." not in [m["content"] for m in page["messages"]]
     context = chat.requests[-1].messages[-1].context
     assert "The gate code is 4417." not in context  # the deleted message itself never returns
+
+
+async def test_what_the_window_carries_is_never_repeated_as_an_earlier_message(
+    database_url: str, tmp_path: Path
+) -> None:
+    app, chat = serving(database_url, tmp_path)
+    async with serve(app) as client:
+        session_id = await new_session(client)
+        await send(client, session_id, "The spare key is under the blue flowerpot.")
+        await send(client, session_id, "Where did I leave the spare key?")
+        in_window = chat.requests[-1]
+        other = await new_session(client)
+        await send(client, other, "Where did I leave the spare key?")
+
+    said = "The spare key is under the blue flowerpot."
+    assert said in [message.content for message in in_window.messages]
+    assert said not in in_window.messages[-1].context  # once in a request is enough
+    assert said in chat.requests[-1].messages[-1].context  # the check above means something
+
+
+async def test_a_bare_question_never_comes_back_but_what_answers_it_does(
+    database_url: str, tmp_path: Path
+) -> None:
+    app, chat = serving(database_url, tmp_path)
+    async with serve(app) as client:
+        earlier = await new_session(client)
+        await send(client, earlier, "Which platform does the night train to Vienna leave from?")
+        await send(client, earlier, "The night train to Vienna leaves from platform 9.")
+        later = await new_session(client)
+        await send(client, later, "Remind me about the night train to Vienna.")
+
+    context = chat.requests[-1].messages[-1].context
+    assert "The night train to Vienna leaves from platform 9." in context
+    assert "Which platform does the night train" not in context  # it held what was not known

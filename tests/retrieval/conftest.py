@@ -74,7 +74,7 @@ class Archive:
     ) -> list[Recollection]:
         index = await self.recall.refreshed(scope, parse_document(memory), self.embedder)
         vector = await self.recall.embed_query(query, self.embedder)
-        ranked = rank(index, search_terms(query), vector, limit=limit, is_excluded=lambda _: False)
+        ranked = rank(index, search_terms(query), vector, limit=limit, excluded=())
         gone = await self.recall.gone(scope, index, [item for item in ranked if item.is_turn])
         return [item for item in ranked if item.key not in gone]
 
