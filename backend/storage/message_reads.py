@@ -4,9 +4,10 @@ session's window or the shape of it, and a turn's messages by its idempotency ke
 from __future__ import annotations
 
 import functools
+from collections.abc import Sequence
 from typing import Any
 
-from sqlalchemy import Row, Select, bindparam, func, select
+from sqlalchemy import Select, bindparam, func, select
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from backend.domain.messages import ImagePart, MessageShape, StoredMessage, TurnFailure
@@ -14,31 +15,66 @@ from backend.domain.text import storable_text
 from backend.storage.tables import messages
 from backend.storage.timestamps import aware
 
+# The columns a StoredMessage is made of, in the order `message_from_row` takes them: a window
+# of fifty rows is read every turn, and unpacking a row costs a fraction of reading each column
+# by name.
+_STORED = (
+    messages.c.id,
+    messages.c.session_id,
+    messages.c.role,
+    messages.c.content,
+    messages.c.turn_id,
+    messages.c.status,
+    messages.c.created_at,
+    messages.c.parts,
+    messages.c.token_count,
+    messages.c.compacted,
+    messages.c.thinking,
+    messages.c.failure_code,
+    messages.c.failure_message,
+    messages.c.idempotency_key,
+)
 
-def message_from_row(row: Row[Any]) -> StoredMessage:
+
+def message_from_row(row: Sequence[Any]) -> StoredMessage:
+    """A row of `select(*_STORED)` as a StoredMessage."""
+    (
+        id_,
+        session_id,
+        role,
+        content,
+        turn_id,
+        status,
+        created_at,
+        parts,
+        token_count,
+        compacted,
+        thinking,
+        failure_code,
+        failure_message,
+        idempotency_key,
+    ) = row
     return StoredMessage(
-        id=row.id,
-        session_id=row.session_id,
-        role=row.role,
-        content=storable_text(row.content),
-        turn_id=row.turn_id,
-        status=row.status,
-        created_at=aware(row.created_at),
-        images=_images_from_parts(row.parts),
-        token_count=row.token_count,
-        compacted=row.compacted,
-        thinking=storable_text(row.thinking or ""),
-        failure=TurnFailure(row.failure_code, row.failure_message or "")
-        if row.failure_code
-        else None,
-        idempotency_key=row.idempotency_key,
+        id=id_,
+        session_id=session_id,
+        role=role,
+        content=storable_text(content),
+        turn_id=turn_id,
+        status=status,
+        created_at=aware(created_at),
+        images=_images_from_parts(parts) if parts else (),
+        token_count=token_count,
+        compacted=compacted,
+        thinking=storable_text(thinking) if thinking else "",
+        failure=TurnFailure(failure_code, failure_message or "") if failure_code else None,
+        idempotency_key=idempotency_key,
     )
 
 
-def _images_from_parts(parts: list[dict[str, str]] | None) -> tuple[ImagePart, ...]:
+def _images_from_parts(parts: list[dict[str, str]]) -> tuple[ImagePart, ...]:
     return tuple(
         ImagePart(media_type=part["media_type"], data=part["data"])
-        for part in parts or ()
+        for part in parts
         if part.get("type") == "image"
     )
 
@@ -70,7 +106,7 @@ async def window_messages(
 @functools.cache  # built once: every turn reads its window, and a built query keeps its key
 def _window_query(*, has_before: bool, has_limit: bool) -> Select[Any]:
     query = (
-        select(messages)
+        select(*_STORED)
         .where(
             messages.c.tenant_id == bindparam("b_tenant"),
             messages.c.session_id == bindparam("b_session"),
@@ -117,7 +153,7 @@ async def turn_messages(
     its turn, if any."""
     first = (
         await conn.execute(
-            select(messages).where(
+            select(messages.c.turn_id).where(
                 messages.c.tenant_id == tenant_id,
                 messages.c.idempotency_key == idempotency_key,
             )
@@ -126,7 +162,7 @@ async def turn_messages(
     if first is None:
         return []
     rows = await conn.execute(
-        select(messages)
+        select(*_STORED)
         .where(messages.c.tenant_id == tenant_id, messages.c.turn_id == first.turn_id)
         .order_by(messages.c.id)
     )
