@@ -75,23 +75,27 @@ class BuiltinEmbedder:
         self._recent: OrderedDict[str, Vectors] = OrderedDict()  # used in the loop's thread only
 
     async def embed(self, texts: Sequence[str]) -> Vectors:
+        """Each text embedded once, however often it appears ("ok", a bot's fixed reply); one
+        embedded lately (a turn's message, as its query and then as indexed) not again."""
         if not texts:
             return np.zeros((0, DIMENSIONS), dtype=np.float32)
-        if not load_builtin_model.cache_info().currsize or len(texts) > INLINE_TEXTS:
-            return await asyncio.to_thread(self._embed, texts)
-        return self._embed_recent(texts)
-
-    def _embed_recent(self, texts: Sequence[str]) -> Vectors:
-        """A few texts, in the loop's thread: those embedded lately are not embedded again."""
-        missing = [text for text in dict.fromkeys(texts) if text not in self._recent]
-        if missing:
-            self._recent.update(zip(missing, self._embed(missing), strict=True))
-        rows = np.stack([self._recent[text] for text in texts])
-        for text in texts:
+        known = {text: self._recent[text] for text in texts if text in self._recent}
+        for text in known:
             self._recent.move_to_end(text)
-        while len(self._recent) > RECENT_TEXTS:
-            self._recent.popitem(last=False)
-        return rows
+        missing = [text for text in dict.fromkeys(texts) if text not in known]
+        if len(missing) > INLINE_TEXTS or (
+            missing and not load_builtin_model.cache_info().currsize
+        ):
+            # A cold index's batch: not kept, it would only push the turns' texts out.
+            made = await asyncio.to_thread(self._embed, missing)
+            known.update(zip(missing, made, strict=True))
+        elif missing:
+            made = self._embed(missing)
+            known.update(zip(missing, made, strict=True))
+            self._recent.update(zip(missing, made, strict=True))
+            while len(self._recent) > RECENT_TEXTS:
+                self._recent.popitem(last=False)
+        return np.stack([known[text] for text in texts])
 
     def _embed(self, texts: Sequence[str]) -> Vectors:
         return normalised(load_builtin_model().pooled(texts))

@@ -16,7 +16,7 @@ import pytest
 import wordllama
 
 from backend.retrieval.builtin_model import load_builtin_model
-from backend.retrieval.embedders import BuiltinEmbedder, EmbedderPool, Vectors
+from backend.retrieval.embedders import INLINE_TEXTS, BuiltinEmbedder, EmbedderPool, Vectors
 from tests.conftest import ROOT
 
 PROBE = """
@@ -96,6 +96,27 @@ async def test_a_text_embedded_lately_is_not_embedded_again() -> None:
     assert embedded == ["Where does my sister work?", "The bakery opens at six."]
     assert np.array_equal(both[1], query[0])
     assert both.shape == (2, 256) and np.isclose(np.linalg.norm(both[0]), 1.0)
+
+
+async def test_a_text_repeated_in_a_batch_is_embedded_once_whatever_the_batch_size() -> None:
+    """A bot's fixed reply said in every session: a cold index's batch holds it many times."""
+    embedded: list[str] = []
+
+    class Watched(BuiltinEmbedder):
+        def _embed(self, texts: Sequence[str]) -> Vectors:
+            embedded.extend(texts)
+            return super()._embed(texts)
+
+    load_builtin_model()
+    model = Watched()
+    notes = [f"Note {i}: the bakery opens at six." for i in range(INLINE_TEXTS + 1)]
+    large = await model.embed(notes * 2)  # more texts than are embedded in the loop's thread
+    small = await model.embed(["Thanks, noted!"] * 3)
+
+    assert sorted(embedded) == sorted([*notes, "Thanks, noted!"])
+    assert large.shape == (2 * len(notes), 256) and small.shape == (3, 256)
+    assert np.array_equal(large[0], large[len(notes)]) and np.array_equal(small[0], small[2])
+    assert not np.array_equal(large[0], large[1])
 
 
 def test_the_builtin_model_embeds_as_the_wordllama_package_does() -> None:
