@@ -46,13 +46,23 @@ def search_terms(text: str, *, limit: int | None = MAX_TERMS) -> list[str]:
     character stays one term)."""
     terms: dict[str, None] = {}
     for word in _WORDS.findall(text.casefold()):
-        for part in _CJK_RUNS.split(word):
-            for term in _cjk_pieces(part) if _CJK_RUNS.fullmatch(part) else [part]:
-                if term and term not in STOP_WORDS and term not in CJK_STOP_PIECES:
-                    terms[term] = None
-                    if len(terms) == limit:
-                        return list(terms)
+        for term in (word,) if word.isascii() else _mixed_word_terms(word):
+            if term not in STOP_WORDS and term not in CJK_STOP_PIECES:
+                terms[term] = None
+                if len(terms) == limit:
+                    return list(terms)
     return list(terms)
+
+
+def _mixed_word_terms(word: str) -> list[str]:
+    """The terms of a word that may hold CJK (an ASCII word is its own term, found without a
+    regex: most words, and this runs for every message indexed and every query)."""
+    return [
+        term
+        for part in _CJK_RUNS.split(word)
+        if part
+        for term in (_cjk_pieces(part) if _CJK_RUNS.fullmatch(part) else (part,))
+    ]
 
 
 def indexed_text(text: str) -> str:
