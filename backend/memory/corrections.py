@@ -46,17 +46,22 @@ def overridden_sentences(texts: Sequence[str]) -> set[str]:
     """Sentences of `texts` (in order) about something a later sentence says changed."""
     sentences = [" ".join(s.split()) for text in texts for s in SENTENCE.findall(text)]
     overridden = set()
-    for index, sentence in enumerate(sentences):
-        later = sentences[index + 1 :]
-        things = changed_things(later)
-        if any(thing in sentence.casefold() for thing in things):
+    later: list[str] = []  # what the sentences after the one at hand say changed
+    for sentence in reversed(sentences):  # each sentence read once, not once for each before it
+        folded = sentence.casefold()
+        if any(thing in folded for thing in later):
             overridden.add(sentence)
+        later += changed_things([sentence])
     return overridden
 
 
 def without_overridden(texts: Sequence[str]) -> list[str]:
     """`texts` without the sentences a later one overrides (everything else as it was)."""
-    overridden = overridden_sentences(texts)
+    # The longest first: a sentence holding another overridden one goes whole (in any other
+    # order the shorter would cut it, and what is left of it would stay).
+    overridden = sorted(
+        overridden_sentences(texts), key=lambda sentence: (-len(sentence), sentence)
+    )
     kept = []
     for text in texts:
         for sentence in overridden:

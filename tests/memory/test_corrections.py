@@ -51,3 +51,18 @@ def test_a_sentence_taken_back_later_is_overridden_and_its_identifiers_go_with_i
     assert without_overridden(["Write to ada@example.com please"]) == [
         "Write to ada@example.com please"
     ]
+
+
+def test_an_overridden_sentence_holding_another_goes_whole() -> None:
+    """ "a@b.c My phone…" reads as one sentence and holds another overridden one: removing the
+    shorter first would leave the old email behind (as it did in one set order of two)."""
+    said = [
+        "My phone number is 555-1234.",
+        "Write to me: my email is a@b.c My phone number is 555-1234.",
+        "My email is now x@y.z",
+        "My phone number is now 555-9999.",
+    ]
+    kept = " ".join(without_overridden(said))
+
+    assert "a@b.c" not in kept and "555-1234" not in kept
+    assert "x@y.z" in kept and "555-9999" in kept
