@@ -18,7 +18,6 @@ in the caller's thread; one lock keeps the connection to one thread at a time.
 
 from __future__ import annotations
 
-import json
 import math
 import sqlite3
 import threading
@@ -28,10 +27,12 @@ from collections.abc import Iterable, Sequence
 from backend.memory.terms import indexed_text, search_terms
 
 _SCHEMA = "CREATE VIRTUAL TABLE items USING fts5(body, tokenize = 'porter unicode61')"
-# The hits as one JSON row: sqlite3 lets go of the GIL for every row it steps to, and under load
-# each of those is a thread switch (the database's threads wait for it); one row, one switch.
+# The hits as one row of two lists: sqlite3 lets go of the GIL for every row it steps to, and
+# under load each of those is a thread switch (the database's threads wait for it); one row, one
+# switch. Comma-separated, the lists split faster than JSON parses (a score's text is the same,
+# SQLite's 15 significant digits).
 _SEARCH = (
-    "SELECT json_group_array(json_array(key, score)) FROM (SELECT rowid AS key, "
+    "SELECT group_concat(key), group_concat(score) FROM (SELECT rowid AS key, "
     "-bm25(items) AS score FROM items WHERE items MATCH ? ORDER BY bm25(items) LIMIT ?)"
 )
 MAX_HITS = 4000  # items a query's terms may appear in, together, before rarer ones suffice
@@ -80,8 +81,10 @@ class KeywordIndex:
         query = " OR ".join(f'"{term}"' for term in terms)  # terms are \\w runs: no quotes
         with self._lock:
             self._write_waiting()
-            (found,) = self._db.execute(_SEARCH, (query, limit)).fetchone()
-        return [(int(key), float(score)) for key, score in json.loads(found)]
+            keys, scores = self._db.execute(_SEARCH, (query, limit)).fetchone()
+        if keys is None:  # no item holds any of the terms
+            return []
+        return list(zip(map(int, keys.split(",")), map(float, scores.split(",")), strict=True))
 
     def holding(self, term: str) -> int:
         """How many items hold `term`."""
