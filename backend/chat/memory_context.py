@@ -204,8 +204,14 @@ def _is_near_copy(words: frozenset[str], said: dict[frozenset[str], int]) -> boo
         return True
     size = len(words)
     for earlier, other in said.items():
-        longer, shorter = (size, other) if size > other else (other, size)
-        needed = NEAR_COPY * longer  # more than 0: `words` is not empty
-        if shorter >= needed and len(words & earlier) >= needed:
+        if size > other:
+            needed = NEAR_COPY * size  # more than 0: `words` is not empty
+            if other < needed:
+                continue
+        else:
+            needed = NEAR_COPY * other
+            if size < needed:
+                continue
+        if len(words & earlier) >= needed:
             return True
     return False

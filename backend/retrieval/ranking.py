@@ -66,9 +66,10 @@ def rank(
 def _fuse(
     scores: dict[int, float], hits: list[tuple[int, float]], bar: float, weight: float = 1.0
 ) -> None:
+    earlier = scores.get
     for place, (key, score) in enumerate(hits):
         if score >= bar:
-            scores[key] = scores.get(key, 0.0) + weight / (RRF_K + place)
+            scores[key] = earlier(key, 0.0) + weight / (RRF_K + place)
 
 
 def _order(scores: dict[int, float]) -> list[int]:
