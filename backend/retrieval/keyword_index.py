@@ -35,6 +35,11 @@ _SEARCH = (
     "SELECT group_concat(key), group_concat(score) FROM (SELECT rowid AS key, "
     "-bm25(items) AS score FROM items WHERE items MATCH ? ORDER BY bm25(items) LIMIT ?)"
 )
+# FTS5 merges its segments as it writes, in proportion to what is written: a turn's two rows
+# leave each term's hits spread over many small segments, and every search reads them all.
+# Some merging of up to this many pages after each write keeps searches a sixth cheaper
+# (measured on scenario d's 2,600 messages; a search's hits are the same).
+_MERGE = "INSERT INTO items(items, rank) VALUES('merge', 16)"
 MAX_HITS = 4000  # items a query's terms may appear in, together, before rarer ones suffice
 FEW_ITEMS = 20  # in an index this small every term is asked for: none costs anything
 WEIGHT_SHARE = 0.1  # a term weighing less than this share of the rarest term asked for only
@@ -116,12 +121,16 @@ class KeywordIndex:
     def _write_waiting(self) -> None:
         if self._waiting:
             rows, self._waiting = self._waiting, []
-            self._in_one_transaction("INSERT INTO items(rowid, body) VALUES (?, ?)", rows)
+            self._in_one_transaction("INSERT INTO items(rowid, body) VALUES (?, ?)", rows, _MERGE)
 
-    def _in_one_transaction(self, statement: str, rows: Sequence[tuple[object, ...]]) -> None:
+    def _in_one_transaction(
+        self, statement: str, rows: Sequence[tuple[object, ...]], then: str | None = None
+    ) -> None:
         self._db.execute("BEGIN")
         try:
             self._db.executemany(statement, rows)
+            if then is not None:
+                self._db.execute(then)
         except BaseException:
             self._db.execute("ROLLBACK")
             raise

@@ -104,3 +104,21 @@ def test_a_smaller_hit_budget_asks_for_the_rarest_words_alone() -> None:
 
     assert [key for key, _ in asked] == [7]  # t3 is held by 25 items: past the budget
     assert everything[0][0] == 7 and len(everything) == 10
+
+
+def test_items_written_a_few_at_a_time_are_found_as_if_written_at_once() -> None:
+    """As turns write them: two rows, then a search, and again (the index merges as it goes)."""
+    said = [
+        (key, f"In week {key % 7} I talked about topic{key % 13} and the {word} at length")
+        for key, word in enumerate(["garden", "piano", "invoice", "train"] * 150, start=1)
+    ]
+    at_once, in_turns = KeywordIndex(), KeywordIndex()
+    at_once.add(said)
+    queries = [search_terms(f"topic{n} piano week {n % 7}") for n in range(13)]
+    for start in range(0, len(said), 2):
+        in_turns.add(said[start : start + 2])
+        in_turns.search(queries[start % 13], 50)
+
+    for terms in queries:
+        assert in_turns.search(terms, 50) == at_once.search(terms, 50)
+        assert in_turns.search(terms, 50)  # the equality above compares hits, not two nothings
