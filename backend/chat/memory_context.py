@@ -24,7 +24,7 @@ from backend.chat.tokens import TokenCounter
 from backend.memory.base import MemoryStore, MemoryUnavailable
 from backend.memory.linked_scopes import PersonalMemory
 from backend.memory.terms import search_terms
-from backend.retrieval.embedders import Embedder
+from backend.retrieval.embedders import Embedder, Vectors
 from backend.retrieval.ranking import rank
 from backend.retrieval.recall import Recall, Scope
 from backend.retrieval.recollections import Recollection
@@ -94,8 +94,13 @@ class MemoryContext:
         """
         if self._budget_tokens <= 0:
             return PromptMemory()
-        recall = self._retrieval.recall
-        query_vector = asyncio.ensure_future(recall.embed_query(query, self._retrieval.embedder))
+        recall, embedder = self._retrieval.recall, self._retrieval.embedder
+        query_vector: asyncio.Future[Vectors | None]
+        if embedder is None or embedder.is_local:  # made in this thread: a task costs a loop turn
+            query_vector = asyncio.get_running_loop().create_future()
+            query_vector.set_result(await recall.embed_query(query, embedder))
+        else:  # a remote model answers while memory is read
+            query_vector = asyncio.ensure_future(recall.embed_query(query, embedder))
         try:
             scope = await self._scope(tenant_id, scope_key)
             index = await self._index(scope)
