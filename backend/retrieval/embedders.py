@@ -54,8 +54,9 @@ def normalised(rows: npt.ArrayLike) -> Vectors:
     matrix = np.asarray(rows, dtype=np.float32)
     if matrix.ndim != 2:
         raise EmbeddingFailed("the embeddings answer is not a list of vectors")
-    norms = np.linalg.norm(matrix, axis=1, keepdims=True)
-    return (matrix / np.where(norms == 0, 1, norms)).astype(np.float32)
+    norms: Vectors = np.sqrt(np.add.reduce(matrix * matrix, axis=1, keepdims=True))  # as norm()
+    norms[norms == 0] = 1  # a text with nothing to embed stays a row of zeros
+    return np.divide(matrix, norms, dtype=np.float32)
 
 
 class BuiltinEmbedder:
