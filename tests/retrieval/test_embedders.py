@@ -79,17 +79,23 @@ async def test_a_text_with_nothing_to_embed_gets_a_zero_vector_never_nan() -> No
     assert np.linalg.norm(vectors[0]) == 0 and np.isclose(np.linalg.norm(vectors[1]), 1.0)
 
 
+class Watched(BuiltinEmbedder):
+    """The built-in embedder, noting each text its model is run for."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.embedded: list[str] = []
+
+    def _embed(self, texts: Sequence[str]) -> Vectors:
+        self.embedded.extend(texts)
+        return super()._embed(texts)
+
+
 async def test_a_text_embedded_lately_is_not_embedded_again() -> None:
     """A turn's message is embedded as its query, then as a turn: the model runs once."""
-    embedded: list[str] = []
-
-    class Watched(BuiltinEmbedder):
-        def _embed(self, texts: Sequence[str]) -> Vectors:
-            embedded.extend(texts)
-            return super()._embed(texts)
-
     load_builtin_model()  # loaded: a turn's few texts are embedded in the loop's thread
     model = Watched()
+    embedded = model.embedded
     query = await model.embed(["Where does my sister work?"])
     both = await model.embed(["The bakery opens at six.", "Where does my sister work?"])
 
@@ -100,15 +106,9 @@ async def test_a_text_embedded_lately_is_not_embedded_again() -> None:
 
 async def test_a_text_repeated_in_a_batch_is_embedded_once_whatever_the_batch_size() -> None:
     """A bot's fixed reply said in every session: a cold index's batch holds it many times."""
-    embedded: list[str] = []
-
-    class Watched(BuiltinEmbedder):
-        def _embed(self, texts: Sequence[str]) -> Vectors:
-            embedded.extend(texts)
-            return super()._embed(texts)
-
     load_builtin_model()
     model = Watched()
+    embedded = model.embedded
     notes = [f"Note {i}: the bakery opens at six." for i in range(INLINE_TEXTS + 1)]
     large = await model.embed(notes * 2)  # more texts than are embedded in the loop's thread
     small = await model.embed(["Thanks, noted!"] * 3)
