@@ -173,6 +173,32 @@ async def test_images_round_trip_in_parts(database: Database) -> None:
     assert stored.images == (image,)
 
 
+async def test_a_text_message_stores_no_parts_and_one_stored_as_json_null_still_reads(
+    database: Database,
+) -> None:
+    """Text-only messages keep SQL NULL (nothing to decode when the window is read); earlier
+    versions stored JSON's `null`, and those rows read the same."""
+    session = await SessionRepository(database).create(tenant_id="default", channel="api")
+    messages = MessageRepository(database)
+    for text_ in ("new", "old"):
+        await messages.add_user(
+            tenant_id="default", session_id=session.id, turn_id=text_, user_input=UserInput(text_)
+        )
+    async with database.write() as conn:
+        await conn.execute(text("UPDATE messages SET parts = 'null' WHERE content = 'old'"))
+    async with database.read() as conn:
+        stored = (await conn.execute(text("SELECT content, parts IS NULL FROM messages"))).all()
+    window = await messages.window(
+        tenant_id="default", session_id=session.id, start_id=0, limit=None
+    )
+
+    assert sorted((content, bool(is_null)) for content, is_null in stored) == [
+        ("new", True),
+        ("old", False),
+    ]
+    assert [(m.content, m.images) for m in window] == [("new", ()), ("old", ())]
+
+
 async def test_reply_links_the_turns_tool_conversations(database: Database) -> None:
     session = await SessionRepository(database).create(tenant_id="default", channel="api")
     messages = MessageRepository(database)
