@@ -60,6 +60,9 @@ class Database:
         self.pools = pools or Pools.of(DatabaseSettings())
         self.write_fault: str | None = None  # why the latest write failed, while it does
         self.engine: AsyncEngine = _create_engine(url, self.pools)
+        # The same pool; its connections say they write (the `begin` event reads it), without
+        # a call of their own each time.
+        self._write_engine = self.engine.execution_options(**{_WRITE_OPTION: True})
         self._lock_engine: AsyncEngine | None = None
         # One writer at a time in this process: on SQLite writers then wait in the event
         # loop (fair, FIFO) instead of sleeping in SQLite's busy handler.
@@ -82,8 +85,7 @@ class Database:
         """A write transaction, committed on exit and rolled back on any exception. A storage
         fault is kept in `write_fault` (for health) until a write succeeds again."""
         try:
-            async with self._write_lock or nullcontext(), self.engine.connect() as conn:
-                await conn.execution_options(**{_WRITE_OPTION: True})
+            async with self._write_lock or nullcontext(), self._write_engine.connect() as conn:
                 async with conn.begin():
                     yield conn
         except Exception as exc:
@@ -158,7 +160,9 @@ def _configure_sqlite_connection(dbapi_connection: Any, _record: Any) -> None:
 
 def _begin_sqlite_transaction(conn: Connection) -> None:
     is_write = conn.get_execution_options().get(_WRITE_OPTION, False)
-    conn.exec_driver_sql("BEGIN IMMEDIATE" if is_write else "BEGIN")
+    begin = "BEGIN IMMEDIATE" if is_write else "BEGIN"
+    if not sqlite_driver.begin_with_next_statement(conn.connection.driver_connection, begin):
+        conn.exec_driver_sql(begin)  # an in-memory database, on aiosqlite's own connections
 
 
 async def pool_budget_problem(database: Database, settings: DatabaseSettings) -> str | None:

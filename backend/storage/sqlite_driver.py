@@ -10,10 +10,11 @@ thread (no statement of theirs is running then: SQLAlchemy runs one statement at
 connection, and SQLite serializes calls on a connection from any thread, `sqlite3.threadsafety`
 3); a rollback with no transaction open is not sent, since it would do nothing.
 
-A transaction costs no trips of its own either: its BEGIN goes to the thread with its first
-statement (one of many parameter sets too: else each row would be written on its own), and the
-end of one that only read (a SELECT ends no other way) is done in the loop's thread, as it only
-lets go of the snapshot it read: no disk, no wait. The end of a write (a COMMIT syncs the disk)
+A transaction costs no trips of its own either: its BEGIN, handed over by SQLAlchemy's `begin`
+event (`begin_with_next_statement`), goes to the thread with its first statement (one of many
+parameter sets too: else each row would be written on its own), and the end of one that only
+read (a SELECT ends no other way) is done in the loop's thread, as it only lets go of the
+snapshot it read: no disk, no wait. The end of a write (a COMMIT syncs the disk)
 still goes to the thread. A read is then one trip per query, where it was three.
 """
 
@@ -118,6 +119,13 @@ class _Connection(aiosqlite.Connection):
         BEGIN still held, or none open) or that only read."""
         held, self._begin = self._begin is not None, None
         return held or not self._conn.in_transaction or not self._has_written
+
+
+def begin_with_next_statement(connection: Any, sql: str) -> bool:
+    """Hand the BEGIN `sql` to a connection of this module, to go with its next statement;
+    False for any other connection. SQLAlchemy's `begin` event uses it: executing the BEGIN
+    would cost a statement's whole way through SQLAlchemy (three a turn) to do only this."""
+    return isinstance(connection, _Connection) and connection.hold_begin(sql)
 
 
 async def connect(path: str) -> aiosqlite.Connection:

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from sqlalchemy import text
+from sqlalchemy import event, text
 from sqlalchemy.exc import IntegrityError, OperationalError
 
 from backend.storage.database import Database
@@ -132,6 +132,52 @@ async def test_a_read_takes_one_trip_a_query_and_a_write_one_more_to_commit(
     # BEGIN goes with the first statement; a read's end lets go of its snapshot in the loop
     assert read == ["_execute_and_fetch", "_execute_and_fetch"]
     assert trips == ["_execute_and_fetch", "commit"]
+
+
+async def test_a_transaction_begins_without_a_statement_of_its_own_in_sqlalchemy(
+    database: Database,
+) -> None:
+    """The BEGIN is handed to the connection to go with the first statement; executed through
+    SQLAlchemy it cost a statement's whole way there, three times a turn."""
+    statements: list[str] = []
+
+    def seen(conn: Any, cursor: Any, statement: str, *rest: Any) -> None:
+        statements.append(statement)
+
+    event.listen(database.engine.sync_engine, "before_cursor_execute", seen)
+    async with database.write() as conn:
+        await conn.execute(text("INSERT INTO notes (body) VALUES ('a')"))
+    async with database.read() as conn:
+        await conn.execute(text("SELECT count(*) FROM notes"))
+
+    assert statements == ["INSERT INTO notes (body) VALUES ('a')", "SELECT count(*) FROM notes"]
+
+
+async def test_an_in_memory_database_begins_its_transactions_as_statements() -> None:
+    database = Database("sqlite+aiosqlite:///:memory:")
+    statements: list[str] = []
+
+    def seen(conn: Any, cursor: Any, statement: str, *rest: Any) -> None:
+        statements.append(statement)
+
+    event.listen(database.engine.sync_engine, "before_cursor_execute", seen)
+    try:
+        async with database.write() as conn:
+            await conn.execute(text("CREATE TABLE notes (body TEXT)"))
+            await conn.execute(text("INSERT INTO notes (body) VALUES ('a')"))
+        async with database.read() as conn:
+            bodies = (await conn.execute(text("SELECT body FROM notes"))).scalars().all()
+    finally:
+        await database.dispose()
+
+    assert bodies == ["a"]
+    assert [s.split(" (")[0] for s in statements] == [
+        "BEGIN IMMEDIATE",
+        "CREATE TABLE notes",
+        "INSERT INTO notes",
+        "BEGIN",
+        "SELECT body FROM notes",
+    ]
 
 
 async def test_a_read_ended_in_the_loop_lets_a_checkpoint_pass(
