@@ -1,5 +1,6 @@
 """Reading messages: a row as a StoredMessage (its text made storable, `domain/text.py`), a
-session's window or the shape of it, and a turn's messages by its idempotency key."""
+session's window or the shape of it, and a turn's messages by its idempotency key. Plain
+(synchronous) SQLAlchemy, run inside `Database.run_read` and `run_write`."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from sqlalchemy import Select, bindparam, func, select
-from sqlalchemy.ext.asyncio import AsyncConnection
+from sqlalchemy.engine import Connection
 
 from backend.domain.messages import ImagePart, MessageShape, StoredMessage, TurnFailure
 from backend.domain.text import storable_text
@@ -79,8 +80,8 @@ def _images_from_parts(parts: list[dict[str, str]]) -> tuple[ImagePart, ...]:
     )
 
 
-async def window_messages(
-    conn: AsyncConnection,
+def window_messages(
+    conn: Connection,
     *,
     tenant_id: str,
     session_id: str,
@@ -99,7 +100,7 @@ async def window_messages(
         bounds["b_before"] = before_id
     if limit is not None:
         bounds["b_limit"] = limit
-    rows = (await conn.execute(query, bounds)).all()
+    rows = conn.execute(query, bounds).all()
     return [message_from_row(row) for row in reversed(rows)]
 
 
@@ -121,13 +122,13 @@ def _window_query(*, has_before: bool, has_limit: bool) -> Select[Any]:
     return query
 
 
-async def window_shape(
-    conn: AsyncConnection, *, tenant_id: str, session_id: str, start_id: int
+def window_shape(
+    conn: Connection, *, tenant_id: str, session_id: str, start_id: int
 ) -> list[MessageShape]:
     """The shape of every message with id >= start_id, oldest first: what planning reads,
     without the text (a length in characters on both databases)."""
     bounds = {"b_tenant": tenant_id, "b_session": session_id, "b_start": start_id}
-    return [MessageShape(*row) for row in await conn.execute(_SHAPE_QUERY, bounds)]
+    return [MessageShape(*row) for row in conn.execute(_SHAPE_QUERY, bounds)]
 
 
 _SHAPE_QUERY = (
@@ -146,22 +147,18 @@ _SHAPE_QUERY = (
 )
 
 
-async def turn_messages(
-    conn: AsyncConnection, *, tenant_id: str, idempotency_key: str
-) -> list[StoredMessage]:
+def turn_messages(conn: Connection, *, tenant_id: str, idempotency_key: str) -> list[StoredMessage]:
     """The user message stored under an idempotency key (unique per tenant) and the reply of
     its turn, if any."""
-    first = (
-        await conn.execute(
-            select(messages.c.turn_id).where(
-                messages.c.tenant_id == tenant_id,
-                messages.c.idempotency_key == idempotency_key,
-            )
+    first = conn.execute(
+        select(messages.c.turn_id).where(
+            messages.c.tenant_id == tenant_id,
+            messages.c.idempotency_key == idempotency_key,
         )
     ).first()
     if first is None:
         return []
-    rows = await conn.execute(
+    rows = conn.execute(
         select(*_STORED)
         .where(messages.c.tenant_id == tenant_id, messages.c.turn_id == first.turn_id)
         .order_by(messages.c.id)

@@ -12,8 +12,8 @@ from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 
 from sqlalchemy import bindparam, case, func, select, update
+from sqlalchemy.engine import Connection
 from sqlalchemy.exc import IntegrityError
-from sqlalchemy.ext.asyncio import AsyncConnection
 
 from backend.domain.clock import utc_now
 from backend.domain.messages import (
@@ -47,8 +47,8 @@ _TOUCH_SESSION = (
 )
 
 
-async def insert_message(
-    conn: AsyncConnection,
+def insert_message(
+    conn: Connection,
     *,
     tenant_id: str,
     session_id: str,
@@ -68,7 +68,7 @@ async def insert_message(
     content, thinking = storable_text(content), storable_text(thinking)
     now = now or datetime.now(UTC)
     parts = [{"type": "image", "media_type": i.media_type, "data": i.data} for i in images]
-    result = await conn.execute(
+    result = conn.execute(
         _INSERT_MESSAGE,
         {
             "tenant_id": tenant_id,
@@ -86,9 +86,7 @@ async def insert_message(
         },
     )
     if role == "user":  # a session is as recent as its last message from the user
-        await _touch_session(
-            conn, tenant_id=tenant_id, session_id=session_id, text=content, now=now
-        )
+        _touch_session(conn, tenant_id=tenant_id, session_id=session_id, text=content, now=now)
     (message_id,) = result.inserted_primary_key or (0,)
     return StoredMessage(
         id=int(message_id),
@@ -106,12 +104,12 @@ async def insert_message(
     )
 
 
-async def _touch_session(
-    conn: AsyncConnection, *, tenant_id: str, session_id: str, text: str, now: datetime
+def _touch_session(
+    conn: Connection, *, tenant_id: str, session_id: str, text: str, now: datetime
 ) -> None:
     """Mark the session active now; an untitled session takes its first message as title."""
     title = " ".join(text.split())[:60]
-    await conn.execute(
+    conn.execute(
         _TOUCH_SESSION,
         {
             "b_tenant": tenant_id,
@@ -122,11 +120,11 @@ async def _touch_session(
     )
 
 
-async def link_tool_conversations(
-    conn: AsyncConnection, *, tenant_id: str, turn_id: str, message_id: int
+def link_tool_conversations(
+    conn: Connection, *, tenant_id: str, turn_id: str, message_id: int
 ) -> None:
     """Point the turn's tool conversations at its final assistant message."""
-    await conn.execute(
+    conn.execute(
         update(tool_conversations)
         .where(tool_conversations.c.tenant_id == tenant_id, tool_conversations.c.turn_id == turn_id)
         .values(message_id=message_id)
@@ -150,8 +148,9 @@ class MessageRepository:
         token_count: int | None = None,
         idempotency_key: str | None = None,
     ) -> StoredMessage:
-        async with self._db.write() as conn:
-            message = await insert_message(
+
+        def store(conn: Connection) -> StoredMessage:
+            return insert_message(
                 conn,
                 tenant_id=tenant_id,
                 session_id=session_id,
@@ -161,8 +160,10 @@ class MessageRepository:
                 images=user_input.images,
                 token_count=token_count,
                 idempotency_key=idempotency_key,
-                now=self._clock(),
+                now=self._clock(),  # in the transaction: later ids are said later
             )
+
+        message = await self._db.run_write(store)
         self._db.notices.said(tenant_id, message)
         return message
 
@@ -182,27 +183,31 @@ class MessageRepository:
     ) -> StoredMessage:
         """Store the turn's assistant reply, link the turn's tool conversations to it and
         account its usage: one transaction."""
-        try:
-            async with self._db.write() as conn:
-                if usage is not None:
-                    await add_usage(conn, usage)
-                reply = await insert_message(
-                    conn,
-                    tenant_id=tenant_id,
-                    session_id=session_id,
-                    role="assistant",
-                    content=content,
-                    turn_id=turn_id,
-                    status=status,
-                    token_count=token_count,
-                    compacted=compacted,
-                    thinking=thinking,
-                    now=self._clock(),
+
+        def store(conn: Connection) -> StoredMessage:
+            if usage is not None:
+                add_usage(conn, usage)
+            reply = insert_message(
+                conn,
+                tenant_id=tenant_id,
+                session_id=session_id,
+                role="assistant",
+                content=content,
+                turn_id=turn_id,
+                status=status,
+                token_count=token_count,
+                compacted=compacted,
+                thinking=thinking,
+                now=self._clock(),
+            )
+            if has_tool_calls:
+                link_tool_conversations(
+                    conn, tenant_id=tenant_id, turn_id=turn_id, message_id=reply.id
                 )
-                if has_tool_calls:
-                    await link_tool_conversations(
-                        conn, tenant_id=tenant_id, turn_id=turn_id, message_id=reply.id
-                    )
+            return reply
+
+        try:
+            reply = await self._db.run_write(store)
         except IntegrityError as exc:  # the session was deleted while the turn ran
             raise SessionNotFound(session_id) from exc
         self._db.notices.said(tenant_id, reply)
@@ -240,11 +245,10 @@ class MessageRepository:
         self, *, tenant_id: str, session_id: str, limit: int | None
     ) -> tuple[Session, list[StoredMessage]]:
         """A session and the newest `limit` messages of its window, in one read."""
-        async with self._db.read() as conn:
-            session = await SessionRepository.get_in(
-                conn, tenant_id=tenant_id, session_id=session_id
-            )
-            window = await window_messages(
+
+        def read(conn: Connection) -> tuple[Session, list[StoredMessage]]:
+            session = SessionRepository.get_in(conn, tenant_id=tenant_id, session_id=session_id)
+            window = window_messages(
                 conn,
                 tenant_id=tenant_id,
                 session_id=session_id,
@@ -253,27 +257,33 @@ class MessageRepository:
             )
             return session, window
 
+        return await self._db.run_read(read)
+
     async def session_with_shape(
         self, *, tenant_id: str, session_id: str
     ) -> tuple[Session, list[MessageShape]]:
         """A session and its whole window's shape, oldest first, in one read: what planning
         its overflow reads, without the messages' text."""
-        async with self._db.read() as conn:
-            session = await SessionRepository.get_in(
-                conn, tenant_id=tenant_id, session_id=session_id
-            )
-            shape = await window_shape(
+
+        def read(conn: Connection) -> tuple[Session, list[MessageShape]]:
+            session = SessionRepository.get_in(conn, tenant_id=tenant_id, session_id=session_id)
+            shape = window_shape(
                 conn, tenant_id=tenant_id, session_id=session_id, start_id=session.window_start_id
             )
             return session, shape
 
+        return await self._db.run_read(read)
+
     async def window(
         self, *, tenant_id: str, session_id: str, start_id: int, limit: int | None
     ) -> list[StoredMessage]:
-        async with self._db.read() as conn:
-            return await window_messages(
-                conn, tenant_id=tenant_id, session_id=session_id, start_id=start_id, limit=limit
-            )
+        return await self._db.run_read(
+            window_messages,
+            tenant_id=tenant_id,
+            session_id=session_id,
+            start_id=start_id,
+            limit=limit,
+        )
 
     async def page(
         self,
@@ -285,32 +295,31 @@ class MessageRepository:
         limit: int,
     ) -> list[StoredMessage]:
         """Up to `limit` messages with start_id <= id < before_id, newest last."""
-        async with self._db.read() as conn:
-            return await window_messages(
-                conn,
-                tenant_id=tenant_id,
-                session_id=session_id,
-                start_id=start_id,
-                limit=limit,
-                before_id=before_id,
-            )
+        return await self._db.run_read(
+            window_messages,
+            tenant_id=tenant_id,
+            session_id=session_id,
+            start_id=start_id,
+            limit=limit,
+            before_id=before_id,
+        )
 
     async def between(
         self, *, tenant_id: str, session_id: str, first_id: int, last_id: int
     ) -> list[StoredMessage]:
         """Messages with first_id <= id <= last_id, oldest first."""
-        async with self._db.read() as conn:
-            return await window_messages(
-                conn,
-                tenant_id=tenant_id,
-                session_id=session_id,
-                start_id=first_id,
-                limit=None,
-                before_id=last_id + 1,
-            )
+        return await self._db.run_read(
+            window_messages,
+            tenant_id=tenant_id,
+            session_id=session_id,
+            start_id=first_id,
+            limit=None,
+            before_id=last_id + 1,
+        )
 
     async def by_idempotency_key(
         self, *, tenant_id: str, idempotency_key: str
     ) -> list[StoredMessage]:
-        async with self._db.read() as conn:
-            return await turn_messages(conn, tenant_id=tenant_id, idempotency_key=idempotency_key)
+        return await self._db.run_read(
+            turn_messages, tenant_id=tenant_id, idempotency_key=idempotency_key
+        )

@@ -225,7 +225,7 @@ class OverflowJobRepository:
                 )
             )
             if saved.rowcount == 1:
-                await add_usage(conn, usage)
+                await conn.run_sync(add_usage, usage)
 
     async def record_failure(self, job: OverflowJob, *, error: str, retry_at: datetime) -> None:
         await self._set(

@@ -7,8 +7,8 @@ from datetime import UTC, datetime
 from typing import Any
 
 from sqlalchemy import bindparam, delete, func, select, update
+from sqlalchemy.engine import Connection
 from sqlalchemy.exc import IntegrityError
-from sqlalchemy.ext.asyncio import AsyncConnection
 
 from backend.domain.ids import new_session_id
 from backend.domain.messages import Session
@@ -157,14 +157,11 @@ class SessionRepository:
             return bool(result.rowcount)
 
     async def get(self, *, tenant_id: str, session_id: str) -> Session:
-        async with self._db.read() as conn:
-            return await self.get_in(conn, tenant_id=tenant_id, session_id=session_id)
+        return await self._db.run_read(self.get_in, tenant_id=tenant_id, session_id=session_id)
 
     @staticmethod
-    async def get_in(conn: AsyncConnection, *, tenant_id: str, session_id: str) -> Session:
-        row = (
-            await conn.execute(_GET_SESSION, {"b_tenant": tenant_id, "b_id": session_id})
-        ).first()
+    def get_in(conn: Connection, *, tenant_id: str, session_id: str) -> Session:
+        row = conn.execute(_GET_SESSION, {"b_tenant": tenant_id, "b_id": session_id}).first()
         if row is None:
             raise SessionNotFound(session_id)
         return session_from_row(row)
@@ -212,7 +209,7 @@ class SessionRepository:
             )
             if result.rowcount == 0:
                 raise SessionNotFound(session_id)
-            return await self.get_in(conn, tenant_id=tenant_id, session_id=session_id)
+            return await conn.run_sync(self.get_in, tenant_id=tenant_id, session_id=session_id)
 
     async def delete(self, *, tenant_id: str, session_id: str) -> None:
         """Delete a session with its messages and tool conversations."""

@@ -14,7 +14,7 @@ from typing import Any
 
 from sqlalchemy import select
 from sqlalchemy.dialects import postgresql, sqlite
-from sqlalchemy.ext.asyncio import AsyncConnection
+from sqlalchemy.engine import Connection
 
 from backend.storage.database import Database
 from backend.storage.tables import usage
@@ -64,11 +64,11 @@ def _upsert(dialect: Any) -> Any:
 _UPSERTS = {"postgresql": _upsert(postgresql), "sqlite": _upsert(sqlite)}
 
 
-async def add_usage(conn: AsyncConnection, delta: UsageDay) -> None:
+def add_usage(conn: Connection, delta: UsageDay) -> None:
     """Add `delta` to its tenant's day, inside the caller's write transaction."""
     values = {"tenant_id": delta.tenant_id, "day": delta.day}
     values.update({name: getattr(delta, name) for name in COUNTERS})
-    await conn.execute(_UPSERTS[conn.dialect.name], values)
+    conn.execute(_UPSERTS[conn.dialect.name], values)
 
 
 class UsageRepository:

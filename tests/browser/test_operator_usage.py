@@ -108,8 +108,7 @@ async def counted_earlier(tally: Tally, tenant: str, days_ago: int, turns: int) 
         cached_tokens=300 * turns,
         cost_micros=3_000 * turns,
     )
-    async with tally.app.state.services.database.write() as conn:
-        await add_usage(conn, delta)
+    await tally.app.state.services.database.run_write(add_usage, delta)
 
 
 async def usage_of(tally: Tally) -> dict[str, Any]:

@@ -37,10 +37,9 @@ async def test_a_usage_day_from_before_0006_reads_zero_cache_tokens_and_adds_on(
         await migrate(database)
         usage = UsageRepository(database)
         (before,) = await usage.days(tenant_id="acme", since=DAY)
-        async with database.write() as conn:
-            await add_usage(
-                conn, UsageDay("acme", DAY, turns=1, prompt_tokens=100, cached_tokens=80)
-            )
+        await database.run_write(
+            add_usage, UsageDay("acme", DAY, turns=1, prompt_tokens=100, cached_tokens=80)
+        )
         (after,) = await usage.days(tenant_id="acme", since=DAY)
     finally:
         await database.dispose()

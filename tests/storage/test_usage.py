@@ -34,8 +34,7 @@ async def test_two_turns_of_a_day_add_up_their_cache_tokens(database: Database) 
         UsageDay("globex", DAY, turns=1, prompt_tokens=50, cached_tokens=7),
     ]
     for turn in turns:
-        async with database.write() as conn:
-            await add_usage(conn, turn)
+        await database.run_write(add_usage, turn)
     usage = UsageRepository(database)
     (acme,) = await usage.days(tenant_id="acme", since=DAY)
     assert acme == UsageDay(

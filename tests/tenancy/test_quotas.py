@@ -47,18 +47,17 @@ async def test_token_quota_renews_at_utc_midnight(database_url: str) -> None:
     database = Database(database_url)
     await migrate(database)
     today = datetime(2026, 11, 30, 22, 0, tzinfo=UTC)
-    async with database.write() as conn:
-        await add_usage(
-            conn,
-            UsageDay(
-                "acme",
-                today.date(),
-                turns=2,
-                prompt_tokens=60,
-                completion_tokens=30,
-                summarizer_tokens=10,
-            ),
-        )
+    await database.run_write(
+        add_usage,
+        UsageDay(
+            "acme",
+            today.date(),
+            turns=2,
+            prompt_tokens=60,
+            completion_tokens=30,
+            summarizer_tokens=10,
+        ),
+    )
     now = today
     quota = TokenQuota(UsageRepository(database), clock=lambda: now)
     await quota.check("acme", per_day=101)
