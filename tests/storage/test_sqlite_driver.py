@@ -37,6 +37,17 @@ def count_trips(connection: Any) -> list[str]:
     return trips
 
 
+def record_statements(database: Database) -> list[str]:
+    """The statements SQLAlchemy sends to the database's connections, from now on."""
+    statements: list[str] = []
+
+    def seen(conn: Any, cursor: Any, statement: str, *rest: Any) -> None:
+        statements.append(statement)
+
+    event.listen(database.engine.sync_engine, "before_cursor_execute", seen)
+    return statements
+
+
 async def test_a_query_and_all_of_its_rows_take_one_trip(database: Database) -> None:
     async with database.write() as conn:
         await conn.execute(
@@ -139,12 +150,7 @@ async def test_a_transaction_begins_without_a_statement_of_its_own_in_sqlalchemy
 ) -> None:
     """The BEGIN is handed to the connection to go with the first statement; executed through
     SQLAlchemy it cost a statement's whole way there, three times a turn."""
-    statements: list[str] = []
-
-    def seen(conn: Any, cursor: Any, statement: str, *rest: Any) -> None:
-        statements.append(statement)
-
-    event.listen(database.engine.sync_engine, "before_cursor_execute", seen)
+    statements = record_statements(database)
     async with database.write() as conn:
         await conn.execute(text("INSERT INTO notes (body) VALUES ('a')"))
     async with database.read() as conn:
@@ -155,12 +161,7 @@ async def test_a_transaction_begins_without_a_statement_of_its_own_in_sqlalchemy
 
 async def test_an_in_memory_database_begins_its_transactions_as_statements() -> None:
     database = Database("sqlite+aiosqlite:///:memory:")
-    statements: list[str] = []
-
-    def seen(conn: Any, cursor: Any, statement: str, *rest: Any) -> None:
-        statements.append(statement)
-
-    event.listen(database.engine.sync_engine, "before_cursor_execute", seen)
+    statements = record_statements(database)
     try:
         async with database.write() as conn:
             await conn.execute(text("CREATE TABLE notes (body TEXT)"))
