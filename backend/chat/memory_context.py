@@ -15,6 +15,7 @@ model needs the fact, not the ids.
 from __future__ import annotations
 
 import asyncio
+import itertools
 import logging
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -180,10 +181,10 @@ class MemoryContext:
         terms: tuple[str, ...],
     ) -> list[tuple[Recollection, str]]:
         chosen, used = [], 0
-        said: dict[frozenset[str], int] = {}  # the terms of each line chosen, and how many
+        said = _Said()
         for item in ranked:
             words = item.words
-            if _is_near_copy(words, said):  # first: most candidates that are left are repeats
+            if said.repeats(words):  # first: most candidates that are left are repeats
                 continue  # a repeat says nothing new, and its tokens are billed every turn
             if item.is_cut:
                 line = item.line(terms)
@@ -193,30 +194,50 @@ class MemoryContext:
             if used + cost > budget:
                 continue  # a smaller line after it may still fit
             chosen.append((item, line))
-            said[words] = len(words)
+            said.add(words)
             used += cost
         return chosen
 
 
-def _is_near_copy(words: frozenset[str], said: dict[frozenset[str], int]) -> bool:
-    """Whether most words of the longer of `words` and a line said are the shorter's too: a
-    question asked again, a message repeated with another number. Called for every candidate
-    against every line chosen, so written for speed: a line said word for word is found at
-    once, and no set is built for a line too different in length to share that much."""
-    if not words:
-        return False
-    if words in said:
-        return True
-    size = len(words)
-    for earlier, other in said.items():
-        if size > other:
-            needed = NEAR_COPY * size  # more than 0: `words` is not empty
-            if other < needed:
-                continue
-        else:
-            needed = NEAR_COPY * other
-            if size < needed:
-                continue
-        if len(words & earlier) >= needed:
+class _Said:
+    """The lines chosen so far, to tell a repeat of one: most words of the longer of the two
+    are the shorter's too (a question asked again, a message repeated with another number).
+
+    Asked for every candidate against every line chosen, so written for speed: each word of a
+    chosen line is a bit and a line the sum of its words' bits, so the words two lines share
+    are the bits they share; a line said word for word is found at once, and two lines too
+    different in length to share that much are never compared."""
+
+    def __init__(self) -> None:
+        self._lines: set[frozenset[str]] = set()
+        self._bits: dict[str, int] = {}
+        self._masks: list[tuple[int, int]] = []  # (a chosen line's bits, how many words)
+
+    def add(self, words: frozenset[str]) -> None:
+        bits = self._bits
+        for word in words:
+            if word not in bits:
+                bits[word] = 1 << len(bits)
+        self._lines.add(words)
+        self._masks.append((sum(map(bits.__getitem__, words)), len(words)))
+
+    def repeats(self, words: frozenset[str]) -> bool:
+        if not words:
+            return False
+        if words in self._lines:
             return True
-    return False
+        size, mask = len(words), None
+        for other_mask, other in self._masks:
+            if size > other:
+                needed = NEAR_COPY * size  # more than 0: `words` is not empty
+                if other < needed:
+                    continue
+            else:
+                needed = NEAR_COPY * other
+                if size < needed:
+                    continue
+            if mask is None:  # distinct words have distinct bits: their sum is their union
+                mask = sum(map(self._bits.get, words, itertools.repeat(0)))
+            if (mask & other_mask).bit_count() >= needed:
+                return True
+        return False

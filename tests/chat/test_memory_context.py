@@ -89,3 +89,27 @@ async def test_when_all_of_memory_fits_it_all_stands_and_nothing_is_picked(
 
     assert len(lines.standing) == FACTS  # every fact, in the cached part of the prompt
     assert lines.relevant == [] and lines.earlier == []
+
+
+async def test_a_line_repeating_most_words_of_one_chosen_is_left_out_and_others_are_not(
+    tmp_path: Path, recall: Recall
+) -> None:
+    memory = tmp_path / "MEMORY.md"
+    memory.write_text(
+        "2026-01-02|manual|my phone number is 555 1234\n"
+        "2026-01-03|manual|My phone number is 555 9876.\n"  # three of its four words repeated
+        "2026-01-04|manual|my phone is a Fairphone 4\n"  # one of three
+        "2026-01-05|manual|my phone number is 555 1234\n",  # word for word
+        encoding="utf-8",
+    )
+    store = FileMemoryStore(memory, tmp_path / "data")
+    retrieval = Retrieval(recall, BuiltinEmbedder(), standing_share=0.0)
+    context = MemoryContext(
+        store, TokenCounter("gpt-4o-mini"), budget_tokens=2000, retrieval=retrieval
+    )
+
+    lines = await context.lines(tenant_id="default", scope_key="", query="my phone number?")
+
+    numbers = [line for line in lines.relevant if "number" in line]
+    assert len(numbers) == 1 and numbers[0].endswith(("555 1234", "555 9876."))
+    assert any(line.endswith("Fairphone 4") for line in lines.relevant)
