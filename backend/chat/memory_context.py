@@ -214,12 +214,11 @@ class _Said:
         self._masks: list[tuple[int, int]] = []  # (a chosen line's bits, how many words)
 
     def add(self, words: frozenset[str]) -> None:
-        bits = self._bits
+        bits, mask = self._bits, 0
         for word in words:
-            if word not in bits:
-                bits[word] = 1 << len(bits)
+            mask |= bits.setdefault(word, 1 << len(bits))  # a new word takes the next bit
         self._lines.add(words)
-        self._masks.append((sum(map(bits.__getitem__, words)), len(words)))
+        self._masks.append((mask, len(words)))
 
     def repeats(self, words: frozenset[str]) -> bool:
         if not words:
